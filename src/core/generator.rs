@@ -1,0 +1,624 @@
+//! The logical clock and its compare-and-swap state machine.
+//!
+//! One [`SharedState`] per PostgreSQL instance lives in shared memory. Its
+//! `pair` word is the last issued `(time, sequence)` pair (see
+//! [`crate::core::layout`]), so issuing is:
+//!
+//! ```text
+//! next = max(last + 1, now << sequence_bits)       // last + 1 borrows on exhaustion
+//! ```
+//!
+//! then a few checks, then one compare-and-swap from `last` to the end of the
+//! range. The pair never decreases, so no ID is issued twice and IDs of one
+//! node increase in issue order, whatever the concurrency and whatever the
+//! wall clock does. The wall clock only pulls the pair forward.
+//!
+//! The checks, in order:
+//! 1. the time field must not overflow (year 2094 with the default layout);
+//! 2. drift (the issued time minus the wall clock) must stay within
+//!    `max_clock_drift`. If the drift that already existed before this call is
+//!    more than [`MAX_WAIT_MS`] above the limit, the clock stepped back (or a
+//!    restart resumed far ahead): fail at once. Otherwise the call pushed the
+//!    drift over the limit by borrowing: sleep until the clock catches up and
+//!    try again. Sleeping *before* the swap means the pair never runs ahead of
+//!    the wall clock by more than the limit;
+//! 3. no ID may be issued beyond the durable lease; if the range needs more,
+//!    the environment extends the lease (disk write) and the loop starts over.
+//!
+//! Everything that touches the world (clock, sleep, lease file, logging) goes
+//! through [`Environment`], so the whole machine is tested with a scripted
+//! clock in `cargo test`.
+
+use super::layout::IdLayout;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use thiserror::Error;
+
+/// A call that would need to sleep longer than this, because the drift that
+/// already existed before it is over the limit, fails instead: the clock
+/// stepped back, and sessions must not hang for the length of the step.
+pub const MAX_WAIT_MS: u64 = 200;
+
+/// How far ahead of the generator's own time the lease is written.
+///
+/// Small next to the default `max_clock_drift` (5 s), so that after a quick
+/// restart the generator, which resumes after the lease, is within the drift
+/// limit; and no larger than [`MAX_WAIT_MS`], so that with a tiny drift limit
+/// a restart costs a short sleep, not an error.
+pub const LEASE_WINDOW_MS: u64 = 200;
+
+/// Keeps a hot atomic on its own cache line, away from the counters, so that
+/// counter updates do not slow down the compare-and-swap (false sharing).
+#[repr(C, align(128))]
+#[derive(Debug, Default)]
+pub struct CacheLine<T>(pub T);
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Counters for `snowflake_stats()`. Relaxed: they are statistics.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub ids_issued: AtomicU64,
+    /// Milliseconds borrowed from the future because a millisecond's
+    /// sequence was used up.
+    pub borrowed_ms: AtomicU64,
+    pub waits: AtomicU64,
+    pub wait_us: AtomicU64,
+    pub drift_errors: AtomicU64,
+    pub backward_steps: AtomicU64,
+    pub largest_backward_step_ms: AtomicU64,
+    /// The largest drift (issued time minus wall clock) any issued ID had.
+    pub max_drift_ms: AtomicI64,
+    pub lease_writes: AtomicU64,
+}
+
+/// The generator's state, shared by every backend.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct SharedState {
+    /// The last issued `(time, sequence)` pair.
+    pub pair: CacheLine<AtomicU64>,
+    /// The latest wall clock reading any backend made (ms since the epoch),
+    /// to notice backward steps once per step.
+    pub wall_ms: CacheLine<AtomicI64>,
+    /// No issued pair has a time beyond this (ms since the epoch); durable.
+    pub lease_until_ms: CacheLine<AtomicU64>,
+    pub counters: CacheLine<Counters>,
+}
+
+impl SharedState {
+    /// State after a (re)start: resume strictly after `lease_until_ms`, the
+    /// durable bound on every ID issued before. The lease itself is kept at
+    /// that bound, so the first ID forces a fresh lease write.
+    pub fn resume_after_lease(&self, layout: &IdLayout, lease_until_ms: Option<u64>) {
+        let floor = match lease_until_ms {
+            // The last pair of the lease's millisecond: the next is (lease + 1, 0).
+            Some(t) => layout.pair(t, layout.max_sequence()),
+            None => 0,
+        };
+        self.pair.store(floor, Ordering::SeqCst);
+        self.lease_until_ms.store(lease_until_ms.unwrap_or(0), Ordering::SeqCst);
+        self.wall_ms.store(i64::MIN, Ordering::SeqCst);
+    }
+
+    /// Time of the last issued pair.
+    pub fn last_time_ms(&self, layout: &IdLayout) -> u64 {
+        layout.pair_time(self.pair.load(Ordering::Acquire))
+    }
+}
+
+/// The drift limit in force (`snowflake_id.max_clock_drift`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriftPolicy {
+    pub max_drift_ms: u64,
+}
+
+/// A range of consecutive pairs, all issued to one caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IssuedRange {
+    pub first_pair: u64,
+    pub count: u64,
+}
+
+impl IssuedRange {
+    pub fn last_pair(&self) -> u64 {
+        self.first_pair + self.count - 1
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GenerateError {
+    /// The clock is behind the last issued ID by more than the drift limit
+    /// allows waiting for.
+    #[error(
+        "the clock is {behind_ms} ms behind the last issued ID, more than snowflake_id.max_clock_drift ({max_drift_ms} ms) allows"
+    )]
+    ClockBehind { behind_ms: u64, max_drift_ms: u64 },
+    /// The time field is used up: the layout's life has ended.
+    #[error("the {time_bits}-bit time field is exhausted: no more IDs can be issued after {max_time_ms} ms since the epoch")]
+    TimeExhausted { time_bits: u32, max_time_ms: u64 },
+    /// A batch that spans more milliseconds than the drift limit: it could
+    /// never be issued within the limit, however long it waited.
+    #[error(
+        "a batch of {count} IDs spans {span_ms} ms, more than snowflake_id.max_clock_drift ({max_drift_ms} ms) allows"
+    )]
+    BatchTooLarge { count: u64, span_ms: u64, max_drift_ms: u64 },
+    /// More IDs were asked for than the time field has left.
+    #[error("{count} IDs do not fit in what is left of the time field")]
+    TooMany { count: u64 },
+    /// The lease could not be extended (the environment says why).
+    #[error("{0}")]
+    Lease(String),
+}
+
+/// What the generator needs from the world.
+pub trait Environment {
+    /// The wall clock in milliseconds since the configured epoch (negative
+    /// before it).
+    fn now_ms(&mut self) -> i64;
+    /// Sleeps about `ms` milliseconds (the server's version is
+    /// interruptible); returns the microseconds actually slept.
+    fn sleep_ms(&mut self, ms: u64) -> u64;
+    /// Makes the lease durable up to at least `until_ms` and raises
+    /// `state.lease_until_ms` (use [`lease_target`] for the new value).
+    fn extend_lease(&mut self, state: &SharedState, until_ms: u64) -> Result<(), GenerateError>;
+    /// The clock was seen stepping back by `step_ms` (called once per step,
+    /// by the backend that noticed it first).
+    fn clock_stepped_back(&mut self, step_ms: u64);
+}
+
+/// The lease to write when IDs up to `needed_ms` must be covered: a window
+/// beyond both what is needed and the generator's own time. It is computed
+/// from the generator's state, never from the writer's clock alone (a
+/// background worker may see another clock than the backends).
+pub fn lease_target(state: &SharedState, layout: &IdLayout, needed_ms: u64) -> u64 {
+    needed_ms.max(state.last_time_ms(layout)).saturating_add(LEASE_WINDOW_MS).min(layout.max_time_ms())
+}
+
+/// Reads the clock and notes a backward step, once per step: the step is
+/// recorded by whichever backend lowers `wall_ms` first; later readings of the
+/// stepped clock are not below it any more.
+fn observe_clock(state: &SharedState, env: &mut impl Environment) -> i64 {
+    // Load the last reading *before* reading the clock: the reading behind
+    // it was taken earlier in real time, so a smaller value now means the
+    // clock really went back, not that another backend was faster.
+    let seen = state.wall_ms.load(Ordering::Acquire);
+    let now = env.now_ms();
+    if now > seen {
+        state.wall_ms.fetch_max(now, Ordering::AcqRel);
+    } else if now < seen
+        && state.wall_ms.compare_exchange(seen, now, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    {
+        let step = (seen - now) as u64;
+        let c = &state.counters;
+        c.backward_steps.fetch_add(1, Ordering::Relaxed);
+        c.largest_backward_step_ms.fetch_max(step, Ordering::Relaxed);
+        env.clock_stepped_back(step);
+    }
+    now
+}
+
+/// Issues `count` consecutive IDs (as pairs). `count` must be at least 1.
+pub fn issue(
+    state: &SharedState,
+    layout: &IdLayout,
+    policy: DriftPolicy,
+    count: u64,
+    env: &mut impl Environment,
+) -> Result<IssuedRange, GenerateError> {
+    debug_assert!(count >= 1);
+    let counters = &state.counters;
+    let max_drift = policy.max_drift_ms as i64;
+    // Even started at the first pair of a millisecond, a batch covers this
+    // many milliseconds after its first; beyond the limit it can never fit.
+    let min_span_ms = (count - 1) / layout.ids_per_ms();
+    if min_span_ms > policy.max_drift_ms {
+        return Err(GenerateError::BatchTooLarge { count, span_ms: min_span_ms, max_drift_ms: policy.max_drift_ms });
+    }
+    loop {
+        let last = state.pair.load(Ordering::Acquire);
+        let now = observe_clock(state, env);
+        let now_pair = layout.pair(now.max(0) as u64, 0);
+        let first = (last + 1).max(now_pair);
+        let end = first.checked_add(count - 1).filter(|&e| e <= layout.max_pair());
+        let Some(end) = end else {
+            return Err(if last >= layout.max_pair() {
+                GenerateError::TimeExhausted { time_bits: layout.time_bits(), max_time_ms: layout.max_time_ms() }
+            } else {
+                GenerateError::TooMany { count }
+            });
+        };
+        let end_time = layout.pair_time(end);
+
+        let drift = end_time as i64 - now;
+        if drift > max_drift {
+            let existing = layout.pair_time(last) as i64 - now;
+            if existing > max_drift + MAX_WAIT_MS as i64 {
+                counters.drift_errors.fetch_add(1, Ordering::Relaxed);
+                return Err(GenerateError::ClockBehind { behind_ms: existing as u64, max_drift_ms: policy.max_drift_ms });
+            }
+            let slept = env.sleep_ms((drift - max_drift) as u64);
+            counters.waits.fetch_add(1, Ordering::Relaxed);
+            counters.wait_us.fetch_add(slept, Ordering::Relaxed);
+            continue;
+        }
+
+        // The lease only grows, so a range within it stays within it.
+        if end_time > state.lease_until_ms.load(Ordering::Acquire) {
+            env.extend_lease(state, end_time)?;
+            continue;
+        }
+
+        if state.pair.compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            counters.ids_issued.fetch_add(count, Ordering::Relaxed);
+            let frontier = layout.pair_time(last).max(now.max(0) as u64);
+            if end_time > frontier {
+                counters.borrowed_ms.fetch_add(end_time - frontier, Ordering::Relaxed);
+            }
+            if drift > counters.max_drift_ms.load(Ordering::Relaxed) {
+                counters.max_drift_ms.fetch_max(drift, Ordering::Relaxed);
+            }
+            return Ok(IssuedRange { first_pair: first, count });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A scripted clock: the test sets the time before each call (`at`);
+    /// sleeping advances it, as real sleeping would. The lease is written to
+    /// a vector standing for the disk.
+    #[derive(Default)]
+    struct Script {
+        current: i64,
+        slept_ms: Vec<u64>,
+        lease_writes: Vec<u64>,
+        steps: Vec<u64>,
+        layout: IdLayout,
+        fail_lease: bool,
+    }
+
+    impl Script {
+        fn new(start: i64) -> Self {
+            Script { current: start, ..Default::default() }
+        }
+        fn at(&mut self, t: i64) -> &mut Self {
+            self.current = t;
+            self
+        }
+    }
+
+    impl Environment for Script {
+        fn now_ms(&mut self) -> i64 {
+            self.current
+        }
+        fn sleep_ms(&mut self, ms: u64) -> u64 {
+            assert!(self.slept_ms.len() < 1_000_000, "sleeping forever");
+            self.slept_ms.push(ms);
+            self.current += ms as i64;
+            ms * 1000
+        }
+        fn extend_lease(&mut self, state: &SharedState, until_ms: u64) -> Result<(), GenerateError> {
+            if self.fail_lease {
+                return Err(GenerateError::Lease("disk full".into()));
+            }
+            let target = lease_target(state, &self.layout, until_ms);
+            self.lease_writes.push(target);
+            state.lease_until_ms.fetch_max(target, Ordering::AcqRel);
+            state.counters.lease_writes.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+        fn clock_stepped_back(&mut self, step_ms: u64) {
+            self.steps.push(step_ms);
+        }
+    }
+
+    fn fresh() -> SharedState {
+        let s = SharedState::default();
+        s.resume_after_lease(&IdLayout::default(), None);
+        s
+    }
+
+    const POLICY: DriftPolicy = DriftPolicy { max_drift_ms: 5000 };
+
+    fn one(s: &SharedState, env: &mut Script) -> Result<u64, GenerateError> {
+        issue(s, &IdLayout::default(), POLICY, 1, env).map(|r| r.first_pair)
+    }
+
+    #[test]
+    fn follows_the_clock_and_counts_within_a_millisecond() {
+        let l = IdLayout::default();
+        let s = fresh();
+        let mut env = Script::new(100);
+        let got: Vec<u64> = [100, 100, 100, 101].iter().map(|&t| one(&s, env.at(t)).unwrap()).collect();
+        assert_eq!(got, vec![l.pair(100, 0), l.pair(100, 1), l.pair(100, 2), l.pair(101, 0)]);
+        assert_eq!(s.counters.ids_issued.load(Ordering::Relaxed), 4);
+        assert_eq!(s.counters.borrowed_ms.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn exhaustion_borrows_the_next_millisecond_without_waiting() {
+        let l = IdLayout::default();
+        let s = fresh();
+        let mut env = Script::new(100);
+        let mut last = 0;
+        for _ in 0..3 * 4096 {
+            last = one(&s, &mut env).unwrap();
+        }
+        assert_eq!(last, l.pair(102, 4095));
+        assert!(env.slept_ms.is_empty());
+        assert_eq!(s.counters.borrowed_ms.load(Ordering::Relaxed), 2);
+        assert_eq!(s.counters.max_drift_ms.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn backward_step_within_the_limit_continues_from_the_last_pair() {
+        let l = IdLayout::default();
+        let s = fresh();
+        let mut env = Script::new(10_000);
+        let a = one(&s, env.at(10_000)).unwrap();
+        let b = one(&s, env.at(9_500)).unwrap();
+        let c = one(&s, env.at(9_501)).unwrap();
+        assert_eq!((a, b, c), (l.pair(10_000, 0), l.pair(10_000, 1), l.pair(10_000, 2)));
+        assert_eq!(env.steps, vec![500], "one step, logged once");
+        assert_eq!(s.counters.backward_steps.load(Ordering::Relaxed), 1);
+        assert_eq!(s.counters.largest_backward_step_ms.load(Ordering::Relaxed), 500);
+        assert!(env.slept_ms.is_empty());
+    }
+
+    #[test]
+    fn steps_around_the_limit() {
+        // Existing drift d after a step: within the limit nothing happens;
+        // up to MAX_WAIT_MS above it the call sleeps; beyond, it fails.
+        for step in [4_999i64, 5_000, 5_001, 5_100, 5_200, 5_201, 5_300, 3_600_000] {
+            let s = fresh();
+            let mut env = Script::new(1_000_000);
+            one(&s, &mut env).unwrap();
+            let r = one(&s, env.at(1_000_000 - step));
+            // The second call's pair is (1_000_000, 1): its drift is the step.
+            if step <= 5_000 {
+                assert!(r.is_ok() && env.slept_ms.is_empty(), "step {step}");
+            } else if step <= 5_000 + MAX_WAIT_MS as i64 {
+                assert!(r.is_ok(), "step {step}: {r:?}");
+                assert_eq!(env.slept_ms, vec![(step - 5_000) as u64], "step {step}");
+                assert_eq!(s.counters.waits.load(Ordering::Relaxed), 1);
+            } else {
+                assert_eq!(
+                    r,
+                    Err(GenerateError::ClockBehind { behind_ms: step as u64, max_drift_ms: 5_000 }),
+                    "step {step}"
+                );
+                assert!(env.slept_ms.is_empty(), "step {step}: no hanging");
+                assert_eq!(s.counters.drift_errors.load(Ordering::Relaxed), 1);
+            }
+        }
+    }
+
+    #[test]
+    fn sustained_burst_sleeps_at_the_limit_and_never_exceeds_it() {
+        let l = IdLayout::default();
+        let s = fresh();
+        let policy = DriftPolicy { max_drift_ms: 10 };
+        let mut env = Script::new(1_000);
+        let n = 100 * 4096;
+        let mut prev = 0;
+        for _ in 0..n {
+            let p = issue(&s, &l, policy, 1, &mut env).unwrap().first_pair;
+            assert!(p > prev);
+            prev = p;
+        }
+        // 100 ms worth of IDs at a frozen clock: 10 borrowed for free, then
+        // each further millisecond waits for the clock.
+        assert!(s.counters.max_drift_ms.load(Ordering::Relaxed) <= 10);
+        assert_eq!(env.slept_ms.iter().sum::<u64>(), 100 - 1 - 10);
+        assert!(env.slept_ms.iter().all(|&ms| ms == 1));
+    }
+
+    #[test]
+    fn batch_borrows_like_single_calls() {
+        let l = IdLayout::default();
+        let s = fresh();
+        let mut env = Script::new(1_000);
+        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 10 * 4096, &mut env).unwrap();
+        assert_eq!(r.first_pair, l.pair(1_000, 0));
+        assert_eq!(r.last_pair(), l.pair(1_009, 4095));
+        assert_eq!(s.counters.borrowed_ms.load(Ordering::Relaxed), 9);
+        // With a 2 ms limit, the next batch (3 ms of IDs) first waits for the
+        // clock to come within 2 ms of its end, like 3 * 4096 single calls.
+        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 2 }, 3 * 4096, &mut env).unwrap();
+        assert_eq!(env.slept_ms, vec![10]);
+        assert_eq!(r.first_pair, l.pair(1_010, 0));
+        assert_eq!(r.last_pair(), l.pair(1_012, 4095));
+        // A batch that cannot fit within the limit fails at once.
+        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 2 }, 3 * 4096 + 1, &mut env);
+        assert_eq!(r, Err(GenerateError::BatchTooLarge { count: 3 * 4096 + 1, span_ms: 3, max_drift_ms: 2 }));
+        assert!(issue(&s, &l, DriftPolicy { max_drift_ms: 2 }, 3 * 4096, &mut env).is_ok());
+    }
+
+    #[test]
+    fn lease_is_written_before_ids_pass_it() {
+        let l = IdLayout::default();
+        let s = fresh();
+        let mut env = Script::new(1_000);
+        one(&s, &mut env).unwrap();
+        assert_eq!(env.lease_writes, vec![1_000 + LEASE_WINDOW_MS]);
+        one(&s, env.at(1_000)).unwrap();
+        one(&s, env.at(1_150)).unwrap();
+        assert_eq!(env.lease_writes.len(), 1, "within the lease: no write");
+        let p = one(&s, env.at(1_250)).unwrap();
+        assert_eq!(env.lease_writes, vec![1_200, 1_450]);
+        assert!(l.pair_time(p) <= s.lease_until_ms.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_failed_lease_write_issues_nothing() {
+        let s = fresh();
+        let mut env = Script::new(1_000);
+        env.fail_lease = true;
+        assert_eq!(one(&s, &mut env), Err(GenerateError::Lease("disk full".into())));
+        assert_eq!(s.pair.load(Ordering::Relaxed), 0);
+        assert_eq!(s.counters.ids_issued.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn restart_resumes_after_the_lease_even_with_the_clock_set_back() {
+        let l = IdLayout::default();
+        let s = fresh();
+        let mut env = Script::new(50_000);
+        let before = one(&s, &mut env).unwrap();
+        let lease = s.lease_until_ms.load(Ordering::Relaxed);
+        // Restart: shared memory is new, only the lease file survived.
+        let s = SharedState::default();
+        s.resume_after_lease(&l, Some(lease));
+        // Clock set back by an hour, drift limit raised so generation may go on.
+        let mut env = Script::new(50_000 - 3_600_000 + 1);
+        let policy = DriftPolicy { max_drift_ms: 2 * 3_600_000 };
+        let after = issue(&s, &l, policy, 1, &mut env).unwrap().first_pair;
+        assert!(after > before);
+        assert_eq!(after, l.pair(lease + 1, 0));
+        // With the default limit the same restart is a clear error.
+        let s = SharedState::default();
+        s.resume_after_lease(&l, Some(lease));
+        let mut env = Script::new(50_000 - 3_600_000);
+        assert!(matches!(one(&s, &mut env), Err(GenerateError::ClockBehind { .. })));
+    }
+
+    #[test]
+    fn quick_restart_is_not_in_the_error_zone() {
+        let l = IdLayout::default();
+        let s = SharedState::default();
+        s.resume_after_lease(&l, Some(10_000 + LEASE_WINDOW_MS));
+        // Even a 10 ms drift limit only costs a short sleep.
+        let mut env = Script::new(10_000);
+        assert!(issue(&s, &l, DriftPolicy { max_drift_ms: 10 }, 1, &mut env).is_ok());
+        assert!(env.slept_ms.iter().sum::<u64>() <= LEASE_WINDOW_MS);
+    }
+
+    #[test]
+    fn time_field_exhaustion_is_an_error_not_a_wrap() {
+        let l = IdLayout::new(0, 28).unwrap(); // 35 time bits
+        let s = SharedState::default();
+        s.resume_after_lease(&l, None);
+        s.pair.store(l.max_pair(), Ordering::SeqCst);
+        s.lease_until_ms.store(l.max_time_ms(), Ordering::SeqCst);
+        let mut env = Script::new(l.max_time_ms() as i64);
+        env.layout = l;
+        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 1, &mut env);
+        assert!(matches!(r, Err(GenerateError::TimeExhausted { time_bits: 35, .. })), "{r:?}");
+        s.pair.store(l.max_pair() - 5, Ordering::SeqCst);
+        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 10, &mut env);
+        assert_eq!(r, Err(GenerateError::TooMany { count: 10 }));
+    }
+
+    #[test]
+    fn clock_before_the_epoch_still_issues_in_order() {
+        let s = fresh();
+        let mut env = Script::new(5);
+        let a = one(&s, &mut env).unwrap();
+        let b = one(&s, env.at(-3)).unwrap();
+        assert!(b > a);
+    }
+
+    #[test]
+    fn threads_never_share_an_id_and_each_sees_increasing_ids() {
+        use std::sync::Arc;
+        struct Real {
+            start: std::time::Instant,
+            offset: i64,
+        }
+        impl Environment for Real {
+            fn now_ms(&mut self) -> i64 {
+                self.offset + self.start.elapsed().as_millis() as i64
+            }
+            fn sleep_ms(&mut self, ms: u64) -> u64 {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                ms * 1000
+            }
+            fn extend_lease(&mut self, state: &SharedState, until_ms: u64) -> Result<(), GenerateError> {
+                state.lease_until_ms.fetch_max(lease_target(state, &IdLayout::default(), until_ms), Ordering::AcqRel);
+                Ok(())
+            }
+            fn clock_stepped_back(&mut self, _: u64) {}
+        }
+        let s = Arc::new(fresh());
+        let start = std::time::Instant::now();
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    let mut env = Real { start, offset: 1_000_000 };
+                    let mut got = Vec::with_capacity(50_000);
+                    for i in 0..50_000u64 {
+                        let n = 1 + (i + t) % 3;
+                        let r = issue(&s, &IdLayout::default(), POLICY, n, &mut env).unwrap();
+                        got.extend(r.first_pair..=r.last_pair());
+                    }
+                    got
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            let got = h.join().unwrap();
+            assert!(got.windows(2).all(|w| w[0] < w[1]), "per thread increasing");
+            all.extend(got);
+        }
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "no pair issued twice");
+        assert_eq!(s.counters.ids_issued.load(Ordering::Relaxed), n as u64);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// For any sequence of clock readings (forward, backward, frozen,
+        /// jumps) and batch sizes, every issued pair is new and larger than
+        /// all before, never passes the lease, and the drift of every issued
+        /// pair stays within the limit.
+        #[test]
+        fn never_twice_never_backwards(
+            start in 0i64..1_000_000,
+            deltas in prop::collection::vec(-10_000i64..10_000, 1..200),
+            counts in prop::collection::vec(1u64..9000, 1..200),
+            limit in 0u64..6_000,
+            node_bits in 0i64..=16,
+            seq_bits in 1i64..=12,
+        ) {
+            let l = IdLayout::new(node_bits, seq_bits).unwrap();
+            let s = SharedState::default();
+            s.resume_after_lease(&l, None);
+            let mut env = Script::new(start);
+            env.layout = l;
+            let policy = DriftPolicy { max_drift_ms: limit };
+            let mut last: Option<u64> = None;
+            for (i, d) in deltas.iter().enumerate() {
+                let n = counts[i % counts.len()];
+                let t = (env.current + d).max(0);
+                match issue(&s, &l, policy, n, env.at(t)) {
+                    Ok(r) => {
+                        if let Some(prev) = last { prop_assert!(r.first_pair > prev); }
+                        last = Some(r.last_pair());
+                        prop_assert!(l.pair_time(r.last_pair()) <= s.lease_until_ms.load(Ordering::Relaxed));
+                        prop_assert!(l.pair_time(r.last_pair()) as i64 - env.current <= limit as i64);
+                    }
+                    Err(GenerateError::ClockBehind { behind_ms, .. }) => {
+                        prop_assert!(behind_ms > limit + MAX_WAIT_MS);
+                    }
+                    Err(GenerateError::BatchTooLarge { span_ms, .. }) => prop_assert!(span_ms > limit),
+                    Err(e) => prop_assert!(false, "unexpected {e:?}"),
+                }
+            }
+            prop_assert_eq!(s.pair.load(Ordering::Relaxed), last.unwrap_or(0));
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The lease file: a durable upper bound on the time of every issued ID.
+//!
+//! Shared memory is lost at a restart and the clock may have been set back
+//! meanwhile, so the generator keeps `lease_until` in a small file in the data
+//! directory and never issues an ID beyond it. At start it resumes after the
+//! lease. The file also records the configuration it was written under; IDs
+//! issued under another epoch, layout or node id could collide with new ones
+//! or sort wrongly, so a change is detected and must be accepted on purpose.
+//!
+//! The format is text, one `key = value` per line, so an operator can read it
+//! with `cat`; the last line is a checksum of the lines before it, so a torn
+//! or edited file is reported as corrupt instead of being trusted.
+//!
+//! Writing is crash-safe: write a temporary file, fsync it, rename it over
+//! the old one, fsync the directory.
+
+use super::layout::IdLayout;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// The file's name in the data directory.
+pub const LEASE_FILE_NAME: &str = "snowflake_id.lease";
+const HEADER: &str = "# snowflake_id lease: no ID issued under this configuration has a time after lease_until_unix_ms";
+const VERSION: u32 = 1;
+
+/// What the lease file records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// No issued ID has a time after this (milliseconds since 1970, UTC).
+    pub lease_until_unix_ms: i64,
+    pub epoch_unix_ms: i64,
+    pub node_bits: u32,
+    pub sequence_bits: u32,
+    pub node_id: u64,
+}
+
+impl LeaseRecord {
+    /// The lease as milliseconds since its own epoch.
+    pub fn lease_until_ms(&self) -> u64 {
+        (self.lease_until_unix_ms - self.epoch_unix_ms).max(0) as u64
+    }
+
+    /// What differs between the configuration the lease was written under and
+    /// `current`, in words (empty when they agree).
+    pub fn differences(&self, current: &LeaseRecord) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.epoch_unix_ms != current.epoch_unix_ms {
+            out.push(format!(
+                "snowflake_id.epoch changed from {} to {} (ms since 1970)",
+                self.epoch_unix_ms, current.epoch_unix_ms
+            ));
+        }
+        if self.node_bits != current.node_bits {
+            out.push(format!("snowflake_id.node_bits changed from {} to {}", self.node_bits, current.node_bits));
+        }
+        if self.sequence_bits != current.sequence_bits {
+            out.push(format!(
+                "snowflake_id.sequence_bits changed from {} to {}",
+                self.sequence_bits, current.sequence_bits
+            ));
+        }
+        if self.node_id != current.node_id {
+            out.push(format!("snowflake_id.node_id changed from {} to {}", self.node_id, current.node_id));
+        }
+        out
+    }
+
+    /// Where a new configuration must start so that its IDs sort after every
+    /// ID this lease covers: above the largest ID the old layout can form at
+    /// `lease_until` (any node, last sequence), compared as numbers, which is
+    /// how the IDs sort in a primary key whatever their layout.
+    pub fn floor_for(&self, new_layout: &IdLayout) -> Result<Floor, String> {
+        let old_layout = IdLayout::new(self.node_bits.into(), self.sequence_bits.into())
+            .map_err(|e| format!("the recorded layout is not valid: {e}"))?;
+        let old_max_id = old_layout
+            .largest_id_until(self.lease_until_ms().min(old_layout.max_time_ms()), old_layout.max_node())
+            .map_err(|e| e.to_string())?;
+        let first_time_ms = ((old_max_id as u64) >> new_layout.time_shift()) + 1;
+        if first_time_ms > new_layout.max_time_ms() {
+            return Err(format!(
+                "IDs of the new layout cannot be greater than {old_max_id}: its {}-bit time field ends first",
+                new_layout.time_bits()
+            ));
+        }
+        Ok(Floor { old_max_id, first_time_ms })
+    }
+
+    fn body(&self) -> String {
+        format!(
+            "{HEADER}\nversion = {VERSION}\nlease_until_unix_ms = {}\nepoch_unix_ms = {}\nnode_bits = {}\nsequence_bits = {}\nnode_id = {}\n",
+            self.lease_until_unix_ms, self.epoch_unix_ms, self.node_bits, self.sequence_bits, self.node_id
+        )
+    }
+
+    /// The file's content.
+    pub fn to_text(&self) -> String {
+        let body = self.body();
+        format!("{body}checksum = {:016x}\n", fnv1a64(body.as_bytes()))
+    }
+
+    /// Parses the file's content; any deviation is corruption.
+    pub fn from_text(text: &str) -> Result<LeaseRecord, String> {
+        let Some(idx) = text.rfind("checksum = ") else {
+            return Err("the checksum line is missing".into());
+        };
+        let (body, sum_line) = text.split_at(idx);
+        let sum = sum_line.trim_end_matches('\n').trim_start_matches("checksum = ");
+        let expected = format!("{:016x}", fnv1a64(body.as_bytes()));
+        if sum != expected || !sum_line.ends_with('\n') || sum_line.lines().count() != 1 {
+            return Err("the checksum does not match the content".into());
+        }
+        let mut fields = std::collections::HashMap::new();
+        for line in body.lines().filter(|l| !l.starts_with('#')) {
+            let (k, v) = line.split_once(" = ").ok_or_else(|| format!("malformed line {line:?}"))?;
+            fields.insert(k, v);
+        }
+        let get = |k: &str| -> Result<i64, String> {
+            fields
+                .get(k)
+                .ok_or_else(|| format!("the field {k} is missing"))?
+                .parse::<i64>()
+                .map_err(|_| format!("the field {k} is not a number"))
+        };
+        if get("version")? != VERSION as i64 {
+            return Err(format!("unknown version {}", get("version")?));
+        }
+        let small = |k: &str| -> Result<u32, String> {
+            u32::try_from(get(k)?).map_err(|_| format!("the field {k} is out of range"))
+        };
+        Ok(LeaseRecord {
+            lease_until_unix_ms: get("lease_until_unix_ms")?,
+            epoch_unix_ms: get("epoch_unix_ms")?,
+            node_bits: small("node_bits")?,
+            sequence_bits: small("sequence_bits")?,
+            node_id: u64::try_from(get("node_id")?).map_err(|_| "the field node_id is out of range".to_string())?,
+        })
+    }
+}
+
+/// Where the generator starts after a configuration change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Floor {
+    /// The largest ID the old configuration can have issued.
+    pub old_max_id: i64,
+    /// The first millisecond (of the new configuration) whose IDs are all
+    /// greater than `old_max_id`.
+    pub first_time_ms: u64,
+}
+
+/// A lease file that exists but cannot be used.
+#[derive(Debug, Error)]
+pub enum LeaseFileError {
+    #[error("could not read lease file \"{path}\": {source}")]
+    Unreadable { path: PathBuf, source: io::Error },
+    #[error("lease file \"{path}\" is corrupt: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("could not write lease file \"{path}\": {source}")]
+    Unwritable { path: PathBuf, source: io::Error },
+}
+
+/// Reads the lease in `dir`. `Ok(None)`: no file, which is normal on a
+/// cluster that never issued an ID.
+pub fn read_lease(dir: &Path) -> Result<Option<LeaseRecord>, LeaseFileError> {
+    let path = dir.join(LEASE_FILE_NAME);
+    match fs::read(&path) {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes)
+                .map_err(|_| LeaseFileError::Corrupt { path: path.clone(), reason: "it is not text".into() })?;
+            LeaseRecord::from_text(&text).map(Some).map_err(|reason| LeaseFileError::Corrupt { path, reason })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(LeaseFileError::Unreadable { path, source }),
+    }
+}
+
+/// Writes the lease in `dir` durably: temporary file, fsync, rename, fsync of
+/// the directory. When this returns `Ok`, the new lease survives a crash.
+pub fn write_lease(dir: &Path, record: &LeaseRecord) -> Result<(), LeaseFileError> {
+    let path = dir.join(LEASE_FILE_NAME);
+    let tmp = dir.join(format!("{LEASE_FILE_NAME}.tmp"));
+    let wrap = |source| LeaseFileError::Unwritable { path: path.clone(), source };
+    let mut f = File::create(&tmp).map_err(wrap)?;
+    f.write_all(record.to_text().as_bytes()).map_err(wrap)?;
+    f.sync_all().map_err(wrap)?;
+    drop(f);
+    fs::rename(&tmp, &path).map_err(wrap)?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(wrap)?;
+    Ok(())
+}
+
+/// 64-bit FNV-1a: enough to notice a torn or hand-edited file.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> LeaseRecord {
+        LeaseRecord {
+            lease_until_unix_ms: 1_767_225_600_123,
+            epoch_unix_ms: 1_735_689_600_000,
+            node_bits: 10,
+            sequence_bits: 12,
+            node_id: 7,
+        }
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("snowflake_lease_{name}_{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn text_round_trip() {
+        let r = record();
+        let text = r.to_text();
+        assert!(text.contains("lease_until_unix_ms = 1767225600123\n"));
+        assert_eq!(LeaseRecord::from_text(&text), Ok(r));
+        assert_eq!(r.lease_until_ms(), 1_767_225_600_123 - 1_735_689_600_000);
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let text = record().to_text();
+        let edited = text.replace("node_id = 7", "node_id = 8");
+        assert!(LeaseRecord::from_text(&edited).unwrap_err().contains("checksum"));
+        let torn = &text[..text.len() / 2];
+        assert!(LeaseRecord::from_text(torn).is_err());
+        assert!(LeaseRecord::from_text("").is_err());
+        let truncated = &text[..text.len() - 3];
+        assert!(LeaseRecord::from_text(truncated).is_err());
+    }
+
+    #[test]
+    fn differences_name_each_setting() {
+        let a = record();
+        assert!(a.differences(&a).is_empty());
+        let b = LeaseRecord { node_bits: 9, epoch_unix_ms: 0, ..a };
+        let d = b.differences(&a).join("; ");
+        assert!(d.contains("snowflake_id.node_bits changed from 9 to 10"), "{d}");
+        assert!(d.contains("snowflake_id.epoch changed"), "{d}");
+    }
+
+    #[test]
+    fn floor_orders_new_ids_after_old_ones() {
+        let old = record();
+        let old_layout = IdLayout::default();
+        let old_lease = old.lease_until_ms();
+        let old_max = old_layout.largest_id_until(old_lease, 1023).unwrap();
+        // Moving two bits from node to sequence keeps the time shift: the new
+        // IDs start one millisecond after the lease.
+        let same_shift = IdLayout::new(8, 14).unwrap();
+        let f = old.floor_for(&same_shift).unwrap();
+        assert_eq!(f.old_max_id, old_max);
+        assert_eq!(f.first_time_ms, old_lease + 1);
+        assert!(same_shift.smallest_id_at(f.first_time_ms).unwrap() > old_max);
+        assert!(same_shift.smallest_id_at(f.first_time_ms - 1).unwrap() <= old_max);
+        // Fewer node bits shift the time less: the floor lies 4x further.
+        let narrower = IdLayout::new(8, 12).unwrap();
+        let f = old.floor_for(&narrower).unwrap();
+        assert!(narrower.smallest_id_at(f.first_time_ms).unwrap() > old_max);
+        assert!(f.first_time_ms > 3 * old_lease);
+        // A lease counts its time from its own epoch.
+        let later_epoch = LeaseRecord { epoch_unix_ms: old.epoch_unix_ms + 1000, ..old };
+        assert_eq!(later_epoch.floor_for(&old_layout).unwrap().first_time_ms, old_lease - 1000 + 1);
+        // A layout whose time field ends before the floor cannot be ordered.
+        let wide = LeaseRecord { node_bits: 0, sequence_bits: 1, lease_until_unix_ms: old.epoch_unix_ms + (1 << 62) - 2, ..old };
+        assert!(wide.floor_for(&IdLayout::new(16, 12).unwrap()).is_err());
+    }
+
+    #[test]
+    fn file_round_trip_missing_and_corrupt() {
+        let dir = tempdir("rt");
+        assert!(read_lease(&dir).unwrap().is_none());
+        write_lease(&dir, &record()).unwrap();
+        assert_eq!(read_lease(&dir).unwrap(), Some(record()));
+        assert!(!dir.join(format!("{LEASE_FILE_NAME}.tmp")).exists());
+        let newer = LeaseRecord { lease_until_unix_ms: record().lease_until_unix_ms + 200, ..record() };
+        write_lease(&dir, &newer).unwrap();
+        assert_eq!(read_lease(&dir).unwrap(), Some(newer));
+        fs::write(dir.join(LEASE_FILE_NAME), b"garbage\n").unwrap();
+        let e = read_lease(&dir).unwrap_err().to_string();
+        assert!(e.contains(LEASE_FILE_NAME) && e.contains("corrupt"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unwritable_directory_is_an_error() {
+        let dir = tempdir("gone");
+        fs::remove_dir_all(&dir).unwrap();
+        let e = write_lease(&dir, &record()).unwrap_err().to_string();
+        assert!(e.contains("could not write lease file"), "{e}");
+    }
+}

@@ -1,0 +1,14 @@
+//! The pure core of snowflake_id: everything that decides what an ID is and
+//! which ID comes next, with no PostgreSQL in it.
+//!
+//! The pgrx layer (`crate::guc`, `crate::shmem`, `crate::sql`, ...) reads the
+//! settings, places [`generator::SharedState`] in shared memory and supplies
+//! the wall clock, the sleep and the lease writer through
+//! [`generator::Environment`]. Everything here is unit- and property-tested
+//! with `cargo test` and a scripted clock, without a server.
+
+pub mod config;
+pub mod epoch;
+pub mod generator;
+pub mod layout;
+pub mod lease;
