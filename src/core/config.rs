@@ -38,11 +38,19 @@ pub enum ConfigError {
     #[error(transparent)]
     Epoch(#[from] EpochError),
     #[error("snowflake_id.node_id = {node_id} is out of range: the valid range is 0 .. {max} with snowflake_id.node_bits = {node_bits} (or -1 for unset)")]
-    NodeId { node_id: i64, max: u64, node_bits: u32 },
+    NodeId {
+        node_id: i64,
+        max: u64,
+        node_bits: u32,
+    },
     #[error("snowflake_id.epoch = '{text}' is in the future: the epoch must not be later than the current time")]
     EpochInFuture { text: String },
     #[error("snowflake_id.epoch = '{text}' is too far in the past: the {time_bits}-bit time field ended {ended_ms_ago} ms ago")]
-    EpochTooOld { text: String, time_bits: u32, ended_ms_ago: u64 },
+    EpochTooOld {
+        text: String,
+        time_bits: u32,
+        ended_ms_ago: u64,
+    },
 }
 
 impl ConfigError {
@@ -83,7 +91,9 @@ impl Config {
         };
         let epoch_unix_ms = parse_epoch(&settings.epoch)?;
         if epoch_unix_ms > now_unix_ms {
-            return Err(ConfigError::EpochInFuture { text: settings.epoch.clone() });
+            return Err(ConfigError::EpochInFuture {
+                text: settings.epoch.clone(),
+            });
         }
         let elapsed = (now_unix_ms - epoch_unix_ms) as u64;
         if elapsed > layout.max_time_ms() {
@@ -93,7 +103,11 @@ impl Config {
                 ended_ms_ago: elapsed - layout.max_time_ms(),
             });
         }
-        Ok(Config { layout, node_id, epoch_unix_ms })
+        Ok(Config {
+            layout,
+            node_id,
+            epoch_unix_ms,
+        })
     }
 }
 
@@ -103,7 +117,12 @@ mod tests {
 
     const NOW: i64 = 1_790_000_000_000; // 2026-09
     fn settings(node_id: i32, node_bits: i32, sequence_bits: i32) -> Settings {
-        Settings { node_id, epoch: "2025-01-01 00:00:00+00".into(), node_bits, sequence_bits }
+        Settings {
+            node_id,
+            epoch: "2025-01-01 00:00:00+00".into(),
+            node_bits,
+            sequence_bits,
+        }
     }
 
     #[test]
@@ -116,15 +135,30 @@ mod tests {
 
     #[test]
     fn unset_node_id_is_allowed_at_start() {
-        assert_eq!(Config::validate(&settings(-1, 10, 12), NOW).unwrap().node_id, None);
+        assert_eq!(
+            Config::validate(&settings(-1, 10, 12), NOW)
+                .unwrap()
+                .node_id,
+            None
+        );
     }
 
     #[test]
     fn node_id_is_checked_against_the_node_bits() {
         let e = Config::validate(&settings(1024, 10, 12), NOW).unwrap_err();
-        assert_eq!(e, ConfigError::NodeId { node_id: 1024, max: 1023, node_bits: 10 });
+        assert_eq!(
+            e,
+            ConfigError::NodeId {
+                node_id: 1024,
+                max: 1023,
+                node_bits: 10
+            }
+        );
         let msg = e.to_string();
-        assert!(msg.contains("snowflake_id.node_id = 1024") && msg.contains("0 .. 1023"), "{msg}");
+        assert!(
+            msg.contains("snowflake_id.node_id = 1024") && msg.contains("0 .. 1023"),
+            "{msg}"
+        );
         assert!(Config::validate(&settings(-2, 10, 12), NOW).is_err());
         assert!(Config::validate(&settings(255, 8, 12), NOW).is_ok());
         assert!(Config::validate(&settings(256, 8, 12), NOW).is_err());
@@ -135,7 +169,10 @@ mod tests {
     #[test]
     fn inconsistent_widths_are_refused() {
         let e = Config::validate(&settings(1, 20, 12), NOW).unwrap_err();
-        assert!(matches!(e, ConfigError::Layout(LayoutError::TooFewTimeBits { .. })));
+        assert!(matches!(
+            e,
+            ConfigError::Layout(LayoutError::TooFewTimeBits { .. })
+        ));
         assert!(e.hint().contains("at most 28"));
     }
 
@@ -143,15 +180,24 @@ mod tests {
     fn epoch_must_be_past_and_cover_now() {
         let mut s = settings(1, 10, 12);
         s.epoch = "2030-01-01".into();
-        assert!(matches!(Config::validate(&s, NOW), Err(ConfigError::EpochInFuture { .. })));
+        assert!(matches!(
+            Config::validate(&s, NOW),
+            Err(ConfigError::EpochInFuture { .. })
+        ));
         s.epoch = "1970-01-01".into();
         // 35 time bits last ~398 days: an epoch in 1970 cannot cover 2026.
         let mut s35 = s.clone();
         s35.node_bits = 16;
-        assert!(matches!(Config::validate(&s35, NOW), Err(ConfigError::EpochTooOld { time_bits: 35, .. })));
+        assert!(matches!(
+            Config::validate(&s35, NOW),
+            Err(ConfigError::EpochTooOld { time_bits: 35, .. })
+        ));
         // 41 bits from 1970 last until 2039.
         assert!(Config::validate(&s, NOW).is_ok());
         s.epoch = "not a date".into();
-        assert!(matches!(Config::validate(&s, NOW), Err(ConfigError::Epoch(_))));
+        assert!(matches!(
+            Config::validate(&s, NOW),
+            Err(ConfigError::Epoch(_))
+        ));
     }
 }

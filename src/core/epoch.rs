@@ -53,7 +53,10 @@ impl Cursor<'_> {
     fn digits(&mut self, min: usize, max: usize) -> Option<(i64, usize)> {
         let start = self.pos;
         let mut value: i64 = 0;
-        while self.pos < self.text.len() && self.pos - start < max && self.text[self.pos].is_ascii_digit() {
+        while self.pos < self.text.len()
+            && self.pos - start < max
+            && self.text[self.pos].is_ascii_digit()
+        {
             value = value * 10 + i64::from(self.text[self.pos] - b'0');
             self.pos += 1;
         }
@@ -75,19 +78,31 @@ impl Cursor<'_> {
 
 /// Parses an epoch literal into milliseconds since 1970-01-01 UTC.
 pub fn parse_epoch(text: &str) -> Result<i64, EpochError> {
-    let err = |reason| EpochError { text: text.to_string(), reason };
+    let err = |reason| EpochError {
+        text: text.to_string(),
+        reason,
+    };
     let trimmed = text.trim();
-    let mut c = Cursor { text: trimmed.as_bytes(), pos: 0 };
+    let mut c = Cursor {
+        text: trimmed.as_bytes(),
+        pos: 0,
+    };
 
-    let (year, _) = c.digits(4, 4).ok_or_else(|| err("expected a four-digit year"))?;
+    let (year, _) = c
+        .digits(4, 4)
+        .ok_or_else(|| err("expected a four-digit year"))?;
     if !c.eat(b'-') {
         return Err(err("expected '-' after the year"));
     }
-    let (month, _) = c.digits(2, 2).ok_or_else(|| err("expected a two-digit month"))?;
+    let (month, _) = c
+        .digits(2, 2)
+        .ok_or_else(|| err("expected a two-digit month"))?;
     if !c.eat(b'-') {
         return Err(err("expected '-' after the month"));
     }
-    let (day, _) = c.digits(2, 2).ok_or_else(|| err("expected a two-digit day"))?;
+    let (day, _) = c
+        .digits(2, 2)
+        .ok_or_else(|| err("expected a two-digit day"))?;
     if !(1..=12).contains(&month) {
         return Err(err("the month is out of range"));
     }
@@ -98,17 +113,26 @@ pub fn parse_epoch(text: &str) -> Result<i64, EpochError> {
 
     let mut ms_of_day: i64 = 0;
     if c.eat(b' ') || c.eat(b'T') {
-        let (h, _) = c.digits(2, 2).ok_or_else(|| err("expected a two-digit hour"))?;
+        let (h, _) = c
+            .digits(2, 2)
+            .ok_or_else(|| err("expected a two-digit hour"))?;
         if !c.eat(b':') {
             return Err(err("expected ':' after the hour"));
         }
-        let (mi, _) = c.digits(2, 2).ok_or_else(|| err("expected two-digit minutes"))?;
+        let (mi, _) = c
+            .digits(2, 2)
+            .ok_or_else(|| err("expected two-digit minutes"))?;
         let mut s = 0;
         let mut frac_ms = 0;
         if c.eat(b':') {
-            s = c.digits(2, 2).ok_or_else(|| err("expected two-digit seconds"))?.0;
+            s = c
+                .digits(2, 2)
+                .ok_or_else(|| err("expected two-digit seconds"))?
+                .0;
             if c.eat(b'.') {
-                let (f, n) = c.digits(1, 9).ok_or_else(|| err("expected digits after '.'"))?;
+                let (f, n) = c
+                    .digits(1, 9)
+                    .ok_or_else(|| err("expected digits after '.'"))?;
                 // Scale to nanoseconds, then insist on a whole millisecond.
                 let nanos = f * 10i64.pow(9 - n as u32);
                 if nanos % 1_000_000 != 0 {
@@ -130,7 +154,10 @@ pub fn parse_epoch(text: &str) -> Result<i64, EpochError> {
     if zone.eq_ignore_ascii_case("z") || zone.eq_ignore_ascii_case("utc") || zone.is_empty() {
         // UTC
     } else {
-        let mut z = Cursor { text: zone.as_bytes(), pos: 0 };
+        let mut z = Cursor {
+            text: zone.as_bytes(),
+            pos: 0,
+        };
         let sign = if z.eat(b'+') {
             1
         } else if z.eat(b'-') {
@@ -138,12 +165,16 @@ pub fn parse_epoch(text: &str) -> Result<i64, EpochError> {
         } else {
             return Err(err("expected a zone such as +00, +02:00, Z or UTC"));
         };
-        let (oh, _) = z.digits(2, 2).ok_or_else(|| err("expected a two-digit zone hour"))?;
+        let (oh, _) = z
+            .digits(2, 2)
+            .ok_or_else(|| err("expected a two-digit zone hour"))?;
         z.eat(b':');
         let om = if z.rest().is_empty() {
             0
         } else {
-            z.digits(2, 2).ok_or_else(|| err("expected two-digit zone minutes"))?.0
+            z.digits(2, 2)
+                .ok_or_else(|| err("expected two-digit zone minutes"))?
+                .0
         };
         if !z.rest().is_empty() {
             return Err(err("unexpected text after the zone"));
@@ -184,7 +215,10 @@ mod tests {
         assert_eq!(parse_epoch("2025-01-01 00:00:00.25"), Ok(base + 250));
         assert_eq!(parse_epoch("1970-01-01"), Ok(0));
         assert_eq!(parse_epoch("2000-01-01"), Ok(UNIX_TO_POSTGRES_MS));
-        assert_eq!(parse_epoch("2010-11-04 01:42:54.657+00"), Ok(1_288_834_974_657));
+        assert_eq!(
+            parse_epoch("2010-11-04 01:42:54.657+00"),
+            Ok(1_288_834_974_657)
+        );
         assert_eq!(parse_epoch("2024-02-29"), Ok(1_709_164_800_000));
     }
 

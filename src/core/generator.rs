@@ -102,7 +102,8 @@ impl SharedState {
             None => 0,
         };
         self.pair.store(floor, Ordering::SeqCst);
-        self.lease_until_ms.store(lease_until_ms.unwrap_or(0), Ordering::SeqCst);
+        self.lease_until_ms
+            .store(lease_until_ms.unwrap_or(0), Ordering::SeqCst);
         self.wall_ms.store(i64::MIN, Ordering::SeqCst);
     }
 
@@ -147,7 +148,11 @@ pub enum GenerateError {
     #[error(
         "a batch of {count} IDs spans {span_ms} ms, more than snowflake_id.max_clock_drift ({max_drift_ms} ms) allows"
     )]
-    BatchTooLarge { count: u64, span_ms: u64, max_drift_ms: u64 },
+    BatchTooLarge {
+        count: u64,
+        span_ms: u64,
+        max_drift_ms: u64,
+    },
     /// More IDs were asked for than the time field has left.
     #[error("{count} IDs do not fit in what is left of the time field")]
     TooMany { count: u64 },
@@ -177,7 +182,10 @@ pub trait Environment {
 /// from the generator's state, never from the writer's clock alone (a
 /// background worker may see another clock than the backends).
 pub fn lease_target(state: &SharedState, layout: &IdLayout, needed_ms: u64) -> u64 {
-    needed_ms.max(state.last_time_ms(layout)).saturating_add(LEASE_WINDOW_MS).min(layout.max_time_ms())
+    needed_ms
+        .max(state.last_time_ms(layout))
+        .saturating_add(LEASE_WINDOW_MS)
+        .min(layout.max_time_ms())
 }
 
 /// Reads the clock and notes a backward step, once per step: the step is
@@ -192,12 +200,16 @@ fn observe_clock(state: &SharedState, env: &mut impl Environment) -> i64 {
     if now > seen {
         state.wall_ms.fetch_max(now, Ordering::AcqRel);
     } else if now < seen
-        && state.wall_ms.compare_exchange(seen, now, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        && state
+            .wall_ms
+            .compare_exchange(seen, now, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     {
         let step = (seen - now) as u64;
         let c = &state.counters;
         c.backward_steps.fetch_add(1, Ordering::Relaxed);
-        c.largest_backward_step_ms.fetch_max(step, Ordering::Relaxed);
+        c.largest_backward_step_ms
+            .fetch_max(step, Ordering::Relaxed);
         env.clock_stepped_back(step);
     }
     now
@@ -218,17 +230,26 @@ pub fn issue(
     // many milliseconds after its first; beyond the limit it can never fit.
     let min_span_ms = (count - 1) / layout.ids_per_ms();
     if min_span_ms > policy.max_drift_ms {
-        return Err(GenerateError::BatchTooLarge { count, span_ms: min_span_ms, max_drift_ms: policy.max_drift_ms });
+        return Err(GenerateError::BatchTooLarge {
+            count,
+            span_ms: min_span_ms,
+            max_drift_ms: policy.max_drift_ms,
+        });
     }
     loop {
         let last = state.pair.load(Ordering::Acquire);
         let now = observe_clock(state, env);
         let now_pair = layout.pair(now.max(0) as u64, 0);
         let first = (last + 1).max(now_pair);
-        let end = first.checked_add(count - 1).filter(|&e| e <= layout.max_pair());
+        let end = first
+            .checked_add(count - 1)
+            .filter(|&e| e <= layout.max_pair());
         let Some(end) = end else {
             return Err(if last >= layout.max_pair() {
-                GenerateError::TimeExhausted { time_bits: layout.time_bits(), max_time_ms: layout.max_time_ms() }
+                GenerateError::TimeExhausted {
+                    time_bits: layout.time_bits(),
+                    max_time_ms: layout.max_time_ms(),
+                }
             } else {
                 GenerateError::TooMany { count }
             });
@@ -240,7 +261,10 @@ pub fn issue(
             let existing = layout.pair_time(last) as i64 - now;
             if existing > max_drift + MAX_WAIT_MS as i64 {
                 counters.drift_errors.fetch_add(1, Ordering::Relaxed);
-                return Err(GenerateError::ClockBehind { behind_ms: existing as u64, max_drift_ms: policy.max_drift_ms });
+                return Err(GenerateError::ClockBehind {
+                    behind_ms: existing as u64,
+                    max_drift_ms: policy.max_drift_ms,
+                });
             }
             let slept = env.sleep_ms((drift - max_drift) as u64);
             counters.waits.fetch_add(1, Ordering::Relaxed);
@@ -254,16 +278,25 @@ pub fn issue(
             continue;
         }
 
-        if state.pair.compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        if state
+            .pair
+            .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
             counters.ids_issued.fetch_add(count, Ordering::Relaxed);
             let frontier = layout.pair_time(last).max(now.max(0) as u64);
             if end_time > frontier {
-                counters.borrowed_ms.fetch_add(end_time - frontier, Ordering::Relaxed);
+                counters
+                    .borrowed_ms
+                    .fetch_add(end_time - frontier, Ordering::Relaxed);
             }
             if drift > counters.max_drift_ms.load(Ordering::Relaxed) {
                 counters.max_drift_ms.fetch_max(drift, Ordering::Relaxed);
             }
-            return Ok(IssuedRange { first_pair: first, count });
+            return Ok(IssuedRange {
+                first_pair: first,
+                count,
+            });
         }
     }
 }
@@ -288,7 +321,10 @@ mod tests {
 
     impl Script {
         fn new(start: i64) -> Self {
-            Script { current: start, ..Default::default() }
+            Script {
+                current: start,
+                ..Default::default()
+            }
         }
         fn at(&mut self, t: i64) -> &mut Self {
             self.current = t;
@@ -306,7 +342,11 @@ mod tests {
             self.current += ms as i64;
             ms * 1000
         }
-        fn extend_lease(&mut self, state: &SharedState, until_ms: u64) -> Result<(), GenerateError> {
+        fn extend_lease(
+            &mut self,
+            state: &SharedState,
+            until_ms: u64,
+        ) -> Result<(), GenerateError> {
             if self.fail_lease {
                 return Err(GenerateError::Lease("disk full".into()));
             }
@@ -338,8 +378,19 @@ mod tests {
         let l = IdLayout::default();
         let s = fresh();
         let mut env = Script::new(100);
-        let got: Vec<u64> = [100, 100, 100, 101].iter().map(|&t| one(&s, env.at(t)).unwrap()).collect();
-        assert_eq!(got, vec![l.pair(100, 0), l.pair(100, 1), l.pair(100, 2), l.pair(101, 0)]);
+        let got: Vec<u64> = [100, 100, 100, 101]
+            .iter()
+            .map(|&t| one(&s, env.at(t)).unwrap())
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                l.pair(100, 0),
+                l.pair(100, 1),
+                l.pair(100, 2),
+                l.pair(101, 0)
+            ]
+        );
         assert_eq!(s.counters.ids_issued.load(Ordering::Relaxed), 4);
         assert_eq!(s.counters.borrowed_ms.load(Ordering::Relaxed), 0);
     }
@@ -367,10 +418,16 @@ mod tests {
         let a = one(&s, env.at(10_000)).unwrap();
         let b = one(&s, env.at(9_500)).unwrap();
         let c = one(&s, env.at(9_501)).unwrap();
-        assert_eq!((a, b, c), (l.pair(10_000, 0), l.pair(10_000, 1), l.pair(10_000, 2)));
+        assert_eq!(
+            (a, b, c),
+            (l.pair(10_000, 0), l.pair(10_000, 1), l.pair(10_000, 2))
+        );
         assert_eq!(env.steps, vec![500], "one step, logged once");
         assert_eq!(s.counters.backward_steps.load(Ordering::Relaxed), 1);
-        assert_eq!(s.counters.largest_backward_step_ms.load(Ordering::Relaxed), 500);
+        assert_eq!(
+            s.counters.largest_backward_step_ms.load(Ordering::Relaxed),
+            500
+        );
         assert!(env.slept_ms.is_empty());
     }
 
@@ -378,7 +435,9 @@ mod tests {
     fn steps_around_the_limit() {
         // Existing drift d after a step: within the limit nothing happens;
         // up to MAX_WAIT_MS above it the call sleeps; beyond, it fails.
-        for step in [4_999i64, 5_000, 5_001, 5_100, 5_200, 5_201, 5_300, 3_600_000] {
+        for step in [
+            4_999i64, 5_000, 5_001, 5_100, 5_200, 5_201, 5_300, 3_600_000,
+        ] {
             let s = fresh();
             let mut env = Script::new(1_000_000);
             one(&s, &mut env).unwrap();
@@ -393,7 +452,10 @@ mod tests {
             } else {
                 assert_eq!(
                     r,
-                    Err(GenerateError::ClockBehind { behind_ms: step as u64, max_drift_ms: 5_000 }),
+                    Err(GenerateError::ClockBehind {
+                        behind_ms: step as u64,
+                        max_drift_ms: 5_000
+                    }),
                     "step {step}"
                 );
                 assert!(env.slept_ms.is_empty(), "step {step}: no hanging");
@@ -427,7 +489,14 @@ mod tests {
         let l = IdLayout::default();
         let s = fresh();
         let mut env = Script::new(1_000);
-        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 10 * 4096, &mut env).unwrap();
+        let r = issue(
+            &s,
+            &l,
+            DriftPolicy { max_drift_ms: 5000 },
+            10 * 4096,
+            &mut env,
+        )
+        .unwrap();
         assert_eq!(r.first_pair, l.pair(1_000, 0));
         assert_eq!(r.last_pair(), l.pair(1_009, 4095));
         assert_eq!(s.counters.borrowed_ms.load(Ordering::Relaxed), 9);
@@ -438,8 +507,21 @@ mod tests {
         assert_eq!(r.first_pair, l.pair(1_010, 0));
         assert_eq!(r.last_pair(), l.pair(1_012, 4095));
         // A batch that cannot fit within the limit fails at once.
-        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 2 }, 3 * 4096 + 1, &mut env);
-        assert_eq!(r, Err(GenerateError::BatchTooLarge { count: 3 * 4096 + 1, span_ms: 3, max_drift_ms: 2 }));
+        let r = issue(
+            &s,
+            &l,
+            DriftPolicy { max_drift_ms: 2 },
+            3 * 4096 + 1,
+            &mut env,
+        );
+        assert_eq!(
+            r,
+            Err(GenerateError::BatchTooLarge {
+                count: 3 * 4096 + 1,
+                span_ms: 3,
+                max_drift_ms: 2
+            })
+        );
         assert!(issue(&s, &l, DriftPolicy { max_drift_ms: 2 }, 3 * 4096, &mut env).is_ok());
     }
 
@@ -463,7 +545,10 @@ mod tests {
         let s = fresh();
         let mut env = Script::new(1_000);
         env.fail_lease = true;
-        assert_eq!(one(&s, &mut env), Err(GenerateError::Lease("disk full".into())));
+        assert_eq!(
+            one(&s, &mut env),
+            Err(GenerateError::Lease("disk full".into()))
+        );
         assert_eq!(s.pair.load(Ordering::Relaxed), 0);
         assert_eq!(s.counters.ids_issued.load(Ordering::Relaxed), 0);
     }
@@ -480,7 +565,9 @@ mod tests {
         s.resume_after_lease(&l, Some(lease));
         // Clock set back by an hour, drift limit raised so generation may go on.
         let mut env = Script::new(50_000 - 3_600_000 + 1);
-        let policy = DriftPolicy { max_drift_ms: 2 * 3_600_000 };
+        let policy = DriftPolicy {
+            max_drift_ms: 2 * 3_600_000,
+        };
         let after = issue(&s, &l, policy, 1, &mut env).unwrap().first_pair;
         assert!(after > before);
         assert_eq!(after, l.pair(lease + 1, 0));
@@ -488,7 +575,10 @@ mod tests {
         let s = SharedState::default();
         s.resume_after_lease(&l, Some(lease));
         let mut env = Script::new(50_000 - 3_600_000);
-        assert!(matches!(one(&s, &mut env), Err(GenerateError::ClockBehind { .. })));
+        assert!(matches!(
+            one(&s, &mut env),
+            Err(GenerateError::ClockBehind { .. })
+        ));
     }
 
     #[test]
@@ -512,7 +602,10 @@ mod tests {
         let mut env = Script::new(l.max_time_ms() as i64);
         env.layout = l;
         let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 1, &mut env);
-        assert!(matches!(r, Err(GenerateError::TimeExhausted { time_bits: 35, .. })), "{r:?}");
+        assert!(
+            matches!(r, Err(GenerateError::TimeExhausted { time_bits: 35, .. })),
+            "{r:?}"
+        );
         s.pair.store(l.max_pair() - 5, Ordering::SeqCst);
         let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 10, &mut env);
         assert_eq!(r, Err(GenerateError::TooMany { count: 10 }));
@@ -542,8 +635,15 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
                 ms * 1000
             }
-            fn extend_lease(&mut self, state: &SharedState, until_ms: u64) -> Result<(), GenerateError> {
-                state.lease_until_ms.fetch_max(lease_target(state, &IdLayout::default(), until_ms), Ordering::AcqRel);
+            fn extend_lease(
+                &mut self,
+                state: &SharedState,
+                until_ms: u64,
+            ) -> Result<(), GenerateError> {
+                state.lease_until_ms.fetch_max(
+                    lease_target(state, &IdLayout::default(), until_ms),
+                    Ordering::AcqRel,
+                );
                 Ok(())
             }
             fn clock_stepped_back(&mut self, _: u64) {}
@@ -554,7 +654,10 @@ mod tests {
             .map(|t| {
                 let s = Arc::clone(&s);
                 std::thread::spawn(move || {
-                    let mut env = Real { start, offset: 1_000_000 };
+                    let mut env = Real {
+                        start,
+                        offset: 1_000_000,
+                    };
                     let mut got = Vec::with_capacity(50_000);
                     for i in 0..50_000u64 {
                         let n = 1 + (i + t) % 3;

@@ -32,7 +32,9 @@ pub const MAX_SEQUENCE_BITS: u32 = PAYLOAD_BITS - MIN_TIME_BITS;
 /// Why a layout cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum LayoutError {
-    #[error("snowflake_id.node_bits = {0} is out of range: the valid range is 0 .. {MAX_NODE_BITS}")]
+    #[error(
+        "snowflake_id.node_bits = {0} is out of range: the valid range is 0 .. {MAX_NODE_BITS}"
+    )]
     NodeBits(i64),
     #[error(
         "snowflake_id.sequence_bits = {0} is out of range: the valid range is {MIN_SEQUENCE_BITS} .. {MAX_SEQUENCE_BITS}"
@@ -52,11 +54,21 @@ pub enum CodecError {
     #[error("{0} is not a snowflake ID: IDs are never negative")]
     NegativeId(i64),
     #[error("time {time_ms} ms after the epoch does not fit the {time_bits}-bit time field (at most {max} ms)")]
-    TimeOutOfRange { time_ms: u64, time_bits: u32, max: u64 },
+    TimeOutOfRange {
+        time_ms: u64,
+        time_bits: u32,
+        max: u64,
+    },
     #[error("node id {node} does not fit the {node_bits}-bit node field (at most {max})")]
     NodeOutOfRange { node: u64, node_bits: u32, max: u64 },
-    #[error("sequence {sequence} does not fit the {sequence_bits}-bit sequence field (at most {max})")]
-    SequenceOutOfRange { sequence: u64, sequence_bits: u32, max: u64 },
+    #[error(
+        "sequence {sequence} does not fit the {sequence_bits}-bit sequence field (at most {max})"
+    )]
+    SequenceOutOfRange {
+        sequence: u64,
+        sequence_bits: u32,
+        max: u64,
+    },
 }
 
 /// The three parts of an ID.
@@ -78,7 +90,10 @@ pub struct IdLayout {
 impl Default for IdLayout {
     /// 41 bits of time, 10 of node, 12 of sequence: Twitter's split.
     fn default() -> Self {
-        IdLayout { node_bits: 10, sequence_bits: 12 }
+        IdLayout {
+            node_bits: 10,
+            sequence_bits: 12,
+        }
     }
 }
 
@@ -100,9 +115,15 @@ impl IdLayout {
             return Err(LayoutError::SequenceBits(sequence_bits));
         }
         if node_bits + sequence_bits > (PAYLOAD_BITS - MIN_TIME_BITS) as i64 {
-            return Err(LayoutError::TooFewTimeBits { node_bits, sequence_bits });
+            return Err(LayoutError::TooFewTimeBits {
+                node_bits,
+                sequence_bits,
+            });
         }
-        Ok(IdLayout { node_bits: node_bits as u32, sequence_bits: sequence_bits as u32 })
+        Ok(IdLayout {
+            node_bits: node_bits as u32,
+            sequence_bits: sequence_bits as u32,
+        })
     }
 
     pub const fn node_bits(&self) -> u32 {
@@ -177,12 +198,20 @@ impl IdLayout {
     /// The smallest ID any node can issue in millisecond `time_ms`: the lower
     /// bound for range scans and partition bounds.
     pub fn smallest_id_at(&self, time_ms: u64) -> Result<i64, CodecError> {
-        self.encode(IdParts { time_ms, node: 0, sequence: 0 })
+        self.encode(IdParts {
+            time_ms,
+            node: 0,
+            sequence: 0,
+        })
     }
 
     /// The largest ID node `node` can issue up to and including `time_ms`.
     pub fn largest_id_until(&self, time_ms: u64, node: u64) -> Result<i64, CodecError> {
-        self.encode(IdParts { time_ms, node, sequence: self.max_sequence() })
+        self.encode(IdParts {
+            time_ms,
+            node,
+            sequence: self.max_sequence(),
+        })
     }
 
     /// Packs `(time, sequence)` into the generator's state word.
@@ -220,7 +249,10 @@ mod tests {
     #[test]
     fn default_is_41_10_12() {
         let l = IdLayout::default();
-        assert_eq!((l.time_bits(), l.node_bits(), l.sequence_bits()), (41, 10, 12));
+        assert_eq!(
+            (l.time_bits(), l.node_bits(), l.sequence_bits()),
+            (41, 10, 12)
+        );
         assert_eq!(l.max_node(), 1023);
         assert_eq!(l.max_sequence(), 4095);
         assert_eq!(l.ids_per_ms(), 4096);
@@ -235,7 +267,10 @@ mod tests {
         assert_eq!(IdLayout::new(0, 29), Err(LayoutError::SequenceBits(29)));
         assert_eq!(
             IdLayout::new(20, 12),
-            Err(LayoutError::TooFewTimeBits { node_bits: 20, sequence_bits: 12 })
+            Err(LayoutError::TooFewTimeBits {
+                node_bits: 20,
+                sequence_bits: 12
+            })
         );
         let msg = IdLayout::new(20, 12).unwrap_err().to_string();
         assert!(msg.contains("31 bits for the time"), "{msg}");
@@ -248,10 +283,18 @@ mod tests {
     #[test]
     fn extremes_round_trip() {
         let l = IdLayout::default();
-        let max = IdParts { time_ms: l.max_time_ms(), node: 1023, sequence: 4095 };
+        let max = IdParts {
+            time_ms: l.max_time_ms(),
+            node: 1023,
+            sequence: 4095,
+        };
         assert_eq!(l.encode(max), Ok(i64::MAX));
         assert_eq!(l.decode(i64::MAX), Ok(max));
-        let zero = IdParts { time_ms: 0, node: 0, sequence: 0 };
+        let zero = IdParts {
+            time_ms: 0,
+            node: 0,
+            sequence: 0,
+        };
         assert_eq!(l.encode(zero), Ok(0));
         assert_eq!(l.decode(0), Ok(zero));
         assert_eq!(l.decode(-1), Err(CodecError::NegativeId(-1)));
@@ -262,15 +305,27 @@ mod tests {
     fn encode_rejects_fields_that_do_not_fit() {
         let l = IdLayout::default();
         assert!(matches!(
-            l.encode(IdParts { time_ms: 1 << 41, node: 0, sequence: 0 }),
+            l.encode(IdParts {
+                time_ms: 1 << 41,
+                node: 0,
+                sequence: 0
+            }),
             Err(CodecError::TimeOutOfRange { .. })
         ));
         assert!(matches!(
-            l.encode(IdParts { time_ms: 0, node: 1024, sequence: 0 }),
+            l.encode(IdParts {
+                time_ms: 0,
+                node: 1024,
+                sequence: 0
+            }),
             Err(CodecError::NodeOutOfRange { .. })
         ));
         assert!(matches!(
-            l.encode(IdParts { time_ms: 0, node: 0, sequence: 4096 }),
+            l.encode(IdParts {
+                time_ms: 0,
+                node: 0,
+                sequence: 4096
+            }),
             Err(CodecError::SequenceOutOfRange { .. })
         ));
     }
@@ -292,8 +347,22 @@ mod tests {
 
     fn layout_and_parts() -> impl Strategy<Value = (IdLayout, IdParts)> {
         any_layout().prop_flat_map(|l| {
-            (Just(l), 0..=l.max_time_ms(), 0..=l.max_node(), 0..=l.max_sequence())
-                .prop_map(|(l, time_ms, node, sequence)| (l, IdParts { time_ms, node, sequence }))
+            (
+                Just(l),
+                0..=l.max_time_ms(),
+                0..=l.max_node(),
+                0..=l.max_sequence(),
+            )
+                .prop_map(|(l, time_ms, node, sequence)| {
+                    (
+                        l,
+                        IdParts {
+                            time_ms,
+                            node,
+                            sequence,
+                        },
+                    )
+                })
         })
     }
 

@@ -53,7 +53,10 @@ impl LeaseRecord {
             ));
         }
         if self.node_bits != current.node_bits {
-            out.push(format!("snowflake_id.node_bits changed from {} to {}", self.node_bits, current.node_bits));
+            out.push(format!(
+                "snowflake_id.node_bits changed from {} to {}",
+                self.node_bits, current.node_bits
+            ));
         }
         if self.sequence_bits != current.sequence_bits {
             out.push(format!(
@@ -62,7 +65,10 @@ impl LeaseRecord {
             ));
         }
         if self.node_id != current.node_id {
-            out.push(format!("snowflake_id.node_id changed from {} to {}", self.node_id, current.node_id));
+            out.push(format!(
+                "snowflake_id.node_id changed from {} to {}",
+                self.node_id, current.node_id
+            ));
         }
         out
     }
@@ -75,7 +81,10 @@ impl LeaseRecord {
         let old_layout = IdLayout::new(self.node_bits.into(), self.sequence_bits.into())
             .map_err(|e| format!("the recorded layout is not valid: {e}"))?;
         let old_max_id = old_layout
-            .largest_id_until(self.lease_until_ms().min(old_layout.max_time_ms()), old_layout.max_node())
+            .largest_id_until(
+                self.lease_until_ms().min(old_layout.max_time_ms()),
+                old_layout.max_node(),
+            )
             .map_err(|e| e.to_string())?;
         let first_time_ms = ((old_max_id as u64) >> new_layout.time_shift()) + 1;
         if first_time_ms > new_layout.max_time_ms() {
@@ -84,7 +93,10 @@ impl LeaseRecord {
                 new_layout.time_bits()
             ));
         }
-        Ok(Floor { old_max_id, first_time_ms })
+        Ok(Floor {
+            old_max_id,
+            first_time_ms,
+        })
     }
 
     fn body(&self) -> String {
@@ -106,14 +118,18 @@ impl LeaseRecord {
             return Err("the checksum line is missing".into());
         };
         let (body, sum_line) = text.split_at(idx);
-        let sum = sum_line.trim_end_matches('\n').trim_start_matches("checksum = ");
+        let sum = sum_line
+            .trim_end_matches('\n')
+            .trim_start_matches("checksum = ");
         let expected = format!("{:016x}", fnv1a64(body.as_bytes()));
         if sum != expected || !sum_line.ends_with('\n') || sum_line.lines().count() != 1 {
             return Err("the checksum does not match the content".into());
         }
         let mut fields = std::collections::HashMap::new();
         for line in body.lines().filter(|l| !l.starts_with('#')) {
-            let (k, v) = line.split_once(" = ").ok_or_else(|| format!("malformed line {line:?}"))?;
+            let (k, v) = line
+                .split_once(" = ")
+                .ok_or_else(|| format!("malformed line {line:?}"))?;
             fields.insert(k, v);
         }
         let get = |k: &str| -> Result<i64, String> {
@@ -134,7 +150,8 @@ impl LeaseRecord {
             epoch_unix_ms: get("epoch_unix_ms")?,
             node_bits: small("node_bits")?,
             sequence_bits: small("sequence_bits")?,
-            node_id: u64::try_from(get("node_id")?).map_err(|_| "the field node_id is out of range".to_string())?,
+            node_id: u64::try_from(get("node_id")?)
+                .map_err(|_| "the field node_id is out of range".to_string())?,
         })
     }
 }
@@ -166,9 +183,13 @@ pub fn read_lease(dir: &Path) -> Result<Option<LeaseRecord>, LeaseFileError> {
     let path = dir.join(LEASE_FILE_NAME);
     match fs::read(&path) {
         Ok(bytes) => {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| LeaseFileError::Corrupt { path: path.clone(), reason: "it is not text".into() })?;
-            LeaseRecord::from_text(&text).map(Some).map_err(|reason| LeaseFileError::Corrupt { path, reason })
+            let text = String::from_utf8(bytes).map_err(|_| LeaseFileError::Corrupt {
+                path: path.clone(),
+                reason: "it is not text".into(),
+            })?;
+            LeaseRecord::from_text(&text)
+                .map(Some)
+                .map_err(|reason| LeaseFileError::Corrupt { path, reason })
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(LeaseFileError::Unreadable { path, source }),
@@ -180,7 +201,10 @@ pub fn read_lease(dir: &Path) -> Result<Option<LeaseRecord>, LeaseFileError> {
 pub fn write_lease(dir: &Path, record: &LeaseRecord) -> Result<(), LeaseFileError> {
     let path = dir.join(LEASE_FILE_NAME);
     let tmp = dir.join(format!("{LEASE_FILE_NAME}.tmp"));
-    let wrap = |source| LeaseFileError::Unwritable { path: path.clone(), source };
+    let wrap = |source| LeaseFileError::Unwritable {
+        path: path.clone(),
+        source,
+    };
     let mut f = File::create(&tmp).map_err(wrap)?;
     f.write_all(record.to_text().as_bytes()).map_err(wrap)?;
     f.sync_all().map_err(wrap)?;
@@ -192,7 +216,9 @@ pub fn write_lease(dir: &Path, record: &LeaseRecord) -> Result<(), LeaseFileErro
 
 /// 64-bit FNV-1a: enough to notice a torn or hand-edited file.
 fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
@@ -229,7 +255,9 @@ mod tests {
     fn corruption_is_detected() {
         let text = record().to_text();
         let edited = text.replace("node_id = 7", "node_id = 8");
-        assert!(LeaseRecord::from_text(&edited).unwrap_err().contains("checksum"));
+        assert!(LeaseRecord::from_text(&edited)
+            .unwrap_err()
+            .contains("checksum"));
         let torn = &text[..text.len() / 2];
         assert!(LeaseRecord::from_text(torn).is_err());
         assert!(LeaseRecord::from_text("").is_err());
@@ -241,9 +269,16 @@ mod tests {
     fn differences_name_each_setting() {
         let a = record();
         assert!(a.differences(&a).is_empty());
-        let b = LeaseRecord { node_bits: 9, epoch_unix_ms: 0, ..a };
+        let b = LeaseRecord {
+            node_bits: 9,
+            epoch_unix_ms: 0,
+            ..a
+        };
         let d = b.differences(&a).join("; ");
-        assert!(d.contains("snowflake_id.node_bits changed from 9 to 10"), "{d}");
+        assert!(
+            d.contains("snowflake_id.node_bits changed from 9 to 10"),
+            "{d}"
+        );
         assert!(d.contains("snowflake_id.epoch changed"), "{d}");
     }
 
@@ -267,10 +302,21 @@ mod tests {
         assert!(narrower.smallest_id_at(f.first_time_ms).unwrap() > old_max);
         assert!(f.first_time_ms > 3 * old_lease);
         // A lease counts its time from its own epoch.
-        let later_epoch = LeaseRecord { epoch_unix_ms: old.epoch_unix_ms + 1000, ..old };
-        assert_eq!(later_epoch.floor_for(&old_layout).unwrap().first_time_ms, old_lease - 1000 + 1);
+        let later_epoch = LeaseRecord {
+            epoch_unix_ms: old.epoch_unix_ms + 1000,
+            ..old
+        };
+        assert_eq!(
+            later_epoch.floor_for(&old_layout).unwrap().first_time_ms,
+            old_lease - 1000 + 1
+        );
         // A layout whose time field ends before the floor cannot be ordered.
-        let wide = LeaseRecord { node_bits: 0, sequence_bits: 1, lease_until_unix_ms: old.epoch_unix_ms + (1 << 62) - 2, ..old };
+        let wide = LeaseRecord {
+            node_bits: 0,
+            sequence_bits: 1,
+            lease_until_unix_ms: old.epoch_unix_ms + (1 << 62) - 2,
+            ..old
+        };
         assert!(wide.floor_for(&IdLayout::new(16, 12).unwrap()).is_err());
     }
 
@@ -281,7 +327,10 @@ mod tests {
         write_lease(&dir, &record()).unwrap();
         assert_eq!(read_lease(&dir).unwrap(), Some(record()));
         assert!(!dir.join(format!("{LEASE_FILE_NAME}.tmp")).exists());
-        let newer = LeaseRecord { lease_until_unix_ms: record().lease_until_unix_ms + 200, ..record() };
+        let newer = LeaseRecord {
+            lease_until_unix_ms: record().lease_until_unix_ms + 200,
+            ..record()
+        };
         write_lease(&dir, &newer).unwrap();
         assert_eq!(read_lease(&dir).unwrap(), Some(newer));
         fs::write(dir.join(LEASE_FILE_NAME), b"garbage\n").unwrap();

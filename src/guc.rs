@@ -1,0 +1,120 @@
+//! The `snowflake_id.*` settings.
+//!
+//! Node id, epoch and widths are `postmaster` settings: the generator and the
+//! lease are built on them at start, and a session must never be able to
+//! issue IDs under another node id (`SET snowflake_id.node_id` is refused by
+//! PostgreSQL itself). They are declared with wide ranges and validated
+//! together by [`crate::core::config::Config::validate`], see there for why.
+//! `snowflake_id.max_clock_drift` is reloadable.
+
+use crate::core::config::{Config, Settings};
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
+use std::ffi::CString;
+use std::sync::OnceLock;
+
+pub const DEFAULT_EPOCH: &str = "2025-01-01 00:00:00+00";
+pub const DEFAULT_MAX_CLOCK_DRIFT_MS: i32 = 5_000;
+
+static NODE_ID: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static EPOCH: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"2025-01-01 00:00:00+00"));
+static NODE_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
+static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
+static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_DRIFT_MS);
+
+/// The configuration validated at start. Set once in the postmaster and
+/// inherited by every backend through fork.
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+pub fn define() {
+    GucRegistry::define_int_guc(
+        c"snowflake_id.node_id",
+        c"Node id stamped into every ID this server issues.",
+        c"Required: every server that issues IDs for the same tables needs its own. -1 means unset: snowflake_next() then fails. Range 0 .. 2^node_bits - 1.",
+        &NODE_ID,
+        i32::MIN,
+        i32::MAX,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"snowflake_id.epoch",
+        c"Time zero of the ID's time field.",
+        c"A timestamp such as '2025-01-01 00:00:00+00' (UTC when no zone is given); must not be in the future.",
+        &EPOCH,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.node_bits",
+        c"Width of the node id field of an ID.",
+        c"The time field takes 63 - node_bits - sequence_bits bits and needs at least 35.",
+        &NODE_BITS,
+        i32::MIN,
+        i32::MAX,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.sequence_bits",
+        c"Width of the per-millisecond sequence field of an ID.",
+        c"2^sequence_bits IDs per millisecond per node before the generator borrows the next millisecond.",
+        &SEQUENCE_BITS,
+        i32::MIN,
+        i32::MAX,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_clock_drift",
+        c"How far the time in issued IDs may run ahead of the wall clock.",
+        c"Bursts borrow future milliseconds up to this limit, then wait for the clock; a clock that stepped back further makes snowflake_next() fail.",
+        &MAX_CLOCK_DRIFT,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+}
+
+/// Reads the settings, validates them together and remembers the result;
+/// a bad configuration stops the server (an ERROR while the postmaster loads
+/// preloaded libraries is fatal), with the setting and range in the log.
+pub fn validate_or_stop() -> Config {
+    let settings = Settings {
+        node_id: NODE_ID.get(),
+        epoch: EPOCH
+            .get()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_else(|| DEFAULT_EPOCH.to_string()),
+        node_bits: NODE_BITS.get(),
+        sequence_bits: SEQUENCE_BITS.get(),
+    };
+    match Config::validate(&settings, crate::server_env::unix_now_ms()) {
+        Ok(config) => {
+            let _ = CONFIG.set(config);
+            config
+        }
+        Err(e) => {
+            ErrorReport::new(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("snowflake_id: {e}"),
+                "snowflake_id",
+            )
+            .set_hint(e.hint())
+            .report(PgLogLevel::FATAL);
+            unreachable!("FATAL does not return")
+        }
+    }
+}
+
+/// The configuration, or `None` when the library was not preloaded.
+pub fn config() -> Option<&'static Config> {
+    CONFIG.get()
+}
+
+pub fn max_clock_drift_ms() -> u64 {
+    MAX_CLOCK_DRIFT.get().max(0) as u64
+}

@@ -1,0 +1,79 @@
+//! snowflake_id: time-ordered, globally unique 64-bit IDs from inside
+//! PostgreSQL.
+//!
+//! # Design
+//!
+//! An ID is a positive `bigint`: milliseconds since a configured epoch, the
+//! node id of the instance that issued it, and a sequence within the
+//! millisecond (41/10/12 bits by default, see [`core::layout`]).
+//!
+//! One generator serves the whole instance: every backend, database and
+//! table. Its state is a single 64-bit word in shared memory holding the last
+//! issued `(time, sequence)` pair, advanced by compare-and-swap
+//! ([`core::generator`]): no lock, no WAL, no syscall but reading the clock on
+//! the hot path. The pair never decreases, so the IDs of one node are unique
+//! and strictly increasing in issue order, whatever the concurrency and
+//! whatever the wall clock does. How far the IDs may run ahead of the wall
+//! clock is bounded (`snowflake_id.max_clock_drift`); a small lease file in
+//! the data directory bounds the time of every ID ever issued, so a restart
+//! resumes after it even when the clock went back meanwhile.
+//!
+//! Shared memory can only be reserved while the server starts, so the
+//! library must be in `shared_preload_libraries`. `_PG_init` then defines the
+//! settings, validates them together (a bad node id or layout stops the
+//! server with a message that names the setting), reserves shared memory and
+//! registers the background worker that extends the lease ahead of need.
+//! Loaded any other way, every function says that the library must be
+//! preloaded, and so does `CREATE EXTENSION`.
+//!
+//! # Modules
+//! - [`core`]: the pure part (layout, epoch, settings, generator state
+//!   machine, lease file), tested without a server;
+//! - [`guc`]: the `snowflake_id.*` settings;
+//! - [`shmem`]: the generator's place in shared memory and its start-up;
+//! - [`server_env`]: the clock, sleep, lease writer and log that the
+//!   generator uses inside PostgreSQL;
+//! - [`sql`]: the SQL functions;
+//! - [`lease_worker`]: the background worker;
+//! - [`errors`]: how errors reach the user (SQLSTATE, message, hint).
+
+use pgrx::prelude::*;
+
+pub mod core;
+mod errors;
+mod guc;
+mod lease_worker;
+mod server_env;
+mod shmem;
+mod sql;
+
+::pgrx::pg_module_magic!(name, version);
+
+/// Called when the library is loaded: at server start when preloaded.
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    // Loaded into a backend on demand (not preloaded): shared memory can no
+    // longer be reserved. Define nothing; every function reports it.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        return;
+    }
+    guc::define();
+    let config = guc::validate_or_stop();
+    shmem::request(config);
+    lease_worker::register();
+}
+
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    /// The test server preloads the extension with node id 42.
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![
+            "shared_preload_libraries = 'snowflake_id'",
+            "snowflake_id.node_id = 42",
+            "max_parallel_workers_per_gather = 0",
+        ]
+    }
+}
