@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs the pg_regress suite (tests/pg_regress/sql, expected output in
+# tests/pg_regress/expected) with PostgreSQL's own pg_regress against a
+# throwaway cluster that preloads snowflake_id with node id 5. The installed
+# extension is used: run `cargo pgrx install` first (scripts/test.sh does).
+#
+#   tests/pg_regress/run.sh            run every test
+#   tests/pg_regress/run.sh usage      run some
+#   SF_REGRESS_ACCEPT=1 tests/pg_regress/run.sh   rewrite expected/ from the results
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../integration/lib.sh"
+
+PG_REGRESS=$(dirname "$("$PG_BIN/pg_config" --pgxs)")/../test/regress/pg_regress
+tests=("$@")
+[ ${#tests[@]} -gt 0 ] || tests=(usage stats errors)
+
+port=$(free_port)
+cluster_init regress "$port" "snowflake_id.node_id = 5" "max_parallel_workers_per_gather = 0"
+cluster_start regress
+
+out="$SF_WORK/regress_out"
+mkdir -p "$out"
+chmod 777 "$out"
+status=0
+PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres "$PG_REGRESS" \
+  --inputdir="$here" --outputdir="$out" \
+  --dbname=snowflake_regress \
+  setup "${tests[@]}" || status=$?
+if [ $status -ne 0 ]; then
+  [ -f "$out/regression.diffs" ] && cat "$out/regression.diffs"
+fi
+if [ -n "${SF_REGRESS_ACCEPT:-}" ]; then
+  for t in setup "${tests[@]}"; do cp "$out/results/$t.out" "$here/expected/$t.out"; done
+  echo "expected output rewritten from this run"
+fi
+exit $status
