@@ -164,7 +164,7 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
 
 /// The shared state, or `None` when the library was not preloaded.
 pub fn shared() -> Option<&'static Shared> {
-    unsafe { (*(&raw const SHARED)).as_ref() }
+    unsafe { SHARED.as_ref() }
 }
 
 /// The data directory, where the lease lives.

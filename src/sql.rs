@@ -225,6 +225,8 @@ fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
 }
 
 /// The generator's configuration and counters since the server started.
+// pgrx needs the row type spelled out here (no alias for `name!` tuples).
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_stats() -> TableIterator<
     'static,
