@@ -1,0 +1,197 @@
+# shellcheck shell=bash
+# Shared helpers for the integration tests: throwaway PostgreSQL 15 clusters
+# that run as the `postgres` user, listen on 127.0.0.1 only, each on its own
+# port and socket directory under one work directory, and are stopped (and
+# removed) by the script that started them, also when a test fails.
+#
+# Source it from a test script:   . "$(dirname "$0")/lib.sh"
+# then call `cluster_init NAME PORT [postgresql.conf lines...]`, `cluster_start NAME`,
+# `psql_on NAME -c ...`. Every cluster started through here is stopped by an
+# EXIT trap.
+
+set -euo pipefail
+
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+SF_WORK=${SF_WORK:-$(mktemp -d /tmp/snowflake_it.XXXXXX)}
+chmod 755 "$SF_WORK"
+chown postgres:postgres "$SF_WORK"
+declare -a SF_CLUSTERS=()
+
+# Runs a command as the postgres user, keeping the environment variables that
+# libfaketime and our helpers need.
+as_pg() {
+  sudo -u postgres --preserve-env=LD_PRELOAD,FAKETIME_TIMESTAMP_FILE,FAKETIME_NO_CACHE,FAKETIME_DONT_FAKE_MONOTONIC,FAKETIME_DONT_RESET,PGOPTIONS "$@"
+}
+
+cluster_dir()  { echo "$SF_WORK/$1"; }
+cluster_port() { cat "$SF_WORK/$1.port"; }
+cluster_log()  { echo "$SF_WORK/$1.log"; }
+
+# cluster_init NAME PORT [conf line...]: initdb plus a postgresql.conf that
+# preloads snowflake_id. Extra arguments are appended as configuration lines.
+cluster_init() {
+  local name=$1 port=$2; shift 2
+  local dir; dir=$(cluster_dir "$name")
+  # cd / so that initdb, running as postgres, does not warn about a working
+  # directory it cannot read.
+  (cd / && as_pg "$PG_BIN/initdb" -D "$dir" -A trust -U postgres --no-sync >/dev/null)
+  mkdir -p "$dir.sock"; chown postgres:postgres "$dir.sock"
+  echo "$port" > "$SF_WORK/$name.port"
+  {
+    echo "listen_addresses = '127.0.0.1'"
+    echo "port = $port"
+    echo "unix_socket_directories = '$dir.sock'"
+    echo "shared_preload_libraries = 'snowflake_id'"
+    echo "fsync = on"
+    echo "max_connections = 100"
+    for line in "$@"; do echo "$line"; done
+  } | as_pg tee -a "$dir/postgresql.conf" >/dev/null
+  SF_CLUSTERS+=("$name")
+}
+
+# cluster_conf NAME LINE...: append configuration lines.
+cluster_conf() {
+  local name=$1; shift
+  for line in "$@"; do echo "$line"; done | as_pg tee -a "$(cluster_dir "$name")/postgresql.conf" >/dev/null
+}
+
+# cluster_start NAME: start and wait; returns pg_ctl's status (non-zero when
+# the server refuses to start), leaving the log in $(cluster_log NAME).
+cluster_start() {
+  local name=$1
+  (cd / && as_pg "$PG_BIN/pg_ctl" -D "$(cluster_dir "$name")" -l "$(cluster_log "$name")" -w -t 60 start >/dev/null)
+}
+
+cluster_stop() {
+  local name=$1 mode=${2:-fast}
+  local dir; dir=$(cluster_dir "$name")
+  if [ -f "$dir/postmaster.pid" ]; then
+    (cd / && as_pg "$PG_BIN/pg_ctl" -D "$dir" -m "$mode" -w -t 60 stop >/dev/null 2>&1) || true
+  fi
+}
+
+# cluster_kill9 NAME: SIGKILL the postmaster and every backend (a crash).
+cluster_kill9() {
+  local name=$1 dir pid
+  dir=$(cluster_dir "$name")
+  pid=$(head -1 "$dir/postmaster.pid")
+  pkill -9 -P "$pid" || true
+  kill -9 "$pid" || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  sleep 0.5
+}
+
+# psql_on NAME [psql args...]: psql over TCP to the cluster as postgres.
+psql_on() {
+  local name=$1; shift
+  psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port "$name")" -U postgres -d postgres "$@"
+}
+
+# sql_value NAME SQL: one value, unaligned.
+sql_value() {
+  psql_on "$1" -At -c "$2"
+}
+
+_sf_cleanup() {
+  local rc=$?
+  for name in "${SF_CLUSTERS[@]}"; do cluster_stop "$name" immediate; done
+  if [ $rc -ne 0 ]; then
+    for name in "${SF_CLUSTERS[@]}"; do
+      [ -f "$(cluster_log "$name")" ] && { echo "--- tail of $name log"; tail -20 "$(cluster_log "$name")"; }
+    done
+  fi
+  if [ -z "${SF_KEEP:-}" ]; then rm -rf "$SF_WORK"; fi
+  exit $rc
+}
+trap _sf_cleanup EXIT
+# Make Ctrl-C and kill run the EXIT trap too, so no cluster is left behind.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+
+# A free TCP port on 127.0.0.1 from a range unlikely to be used.
+free_port() {
+  python3 - <<'PY'
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
+PY
+}
+
+# sql_error NAME SQL [DATABASE]: runs SQL that is expected to fail, with
+# verbose error reports (so the SQLSTATE is printed as
+# "ERROR:  55000: message"). Prints psql's output (stdout and stderr);
+# returns 1 if the SQL unexpectedly succeeded.
+sql_error() {
+  local out
+  if out=$(psql_on "$1" -d "${3:-postgres}" -v VERBOSITY=verbose -c "$2" 2>&1); then
+    printf '%s\n' "$out"
+    return 1
+  fi
+  printf '%s\n' "$out"
+}
+
+# sqlstate_of TEXT: the SQLSTATE of the first ERROR/FATAL line of verbose
+# psql output, or nothing.
+sqlstate_of() {
+  printf '%s\n' "$1" | sed -nE 's/^(psql:[^ ]* )?(ERROR|FATAL): +([0-9A-Z]{5}): .*/\3/p' | head -1
+}
+
+# log_has NAME ERE: the cluster's server log matches the extended regular
+# expression, case-insensitively.
+log_has() {
+  grep -Eiq -- "$2" "$(cluster_log "$1")"
+}
+
+# ---------------------------------------------------------------------------
+# Faked clocks (libfaketime), for the clock-fault tests.
+#
+# Only the server processes run under libfaketime: cluster_start_faked NAME
+# starts pg_ctl (which must see the same clock as the postmaster, or `-w`
+# mistakes the new postmaster.pid for a stale one) with LD_PRELOAD and the
+# FAKETIME_* variables exported; the postmaster and every process it forks
+# inherit them. psql and pgbench keep running on the real clock.
+# clock_set OFFSET then steps the server's clock: the file is re-read on every
+# time call (FAKETIME_NO_CACHE=1). Offsets are libfaketime's relative form:
+# +0, -0.5 (seconds), -5, -1h.
+SF_FAKETIME_LIB=${SF_FAKETIME_LIB:-/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1}
+SF_CLOCK_FILE="$SF_WORK/clock.offset"
+
+# faketime_init: check that libfaketime is installed and reset the clock to +0.
+faketime_init() {
+  [ -r "$SF_FAKETIME_LIB" ] || fail "libfaketime not found at $SF_FAKETIME_LIB (apt-get install faketime; scripts/setup.sh does)"
+  clock_set +0
+}
+
+# clock_set OFFSET: step the faked clock of every server started with
+# cluster_start_faked. Written to a temporary file and renamed over the old
+# one, so that a server reading it concurrently never sees it empty.
+clock_set() {
+  local tmp="$SF_CLOCK_FILE.tmp.$$"
+  printf '%s\n' "$1" > "$tmp"
+  chmod 644 "$tmp"
+  mv -f "$tmp" "$SF_CLOCK_FILE"
+}
+
+# cluster_start_faked NAME: like cluster_start, on the faked clock.
+cluster_start_faked() {
+  (
+    unset FAKETIME
+    export LD_PRELOAD="$SF_FAKETIME_LIB" FAKETIME_TIMESTAMP_FILE="$SF_CLOCK_FILE" \
+      FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_DONT_RESET=1
+    cluster_start "$1"
+  )
+}
+
+# now_ms: the real wall clock in milliseconds (for bounds on how long a
+# client call took).
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# require_installed_extension: fail early, with the fix, when snowflake_id is
+# not installed into the PostgreSQL the clusters run.
+require_installed_extension() {
+  local libdir; libdir=$("$PG_BIN/pg_config" --pkglibdir)
+  [ -f "$libdir/snowflake_id.so" ] ||
+    fail "snowflake_id is not installed in $libdir (cargo pgrx install --pg-config $PG_BIN/pg_config)"
+}
