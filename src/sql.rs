@@ -77,7 +77,7 @@ fn issue(config: &Config, shared: &Shared, count: u64) -> IssuedRange {
     let policy = DriftPolicy {
         max_drift_ms: guc::max_clock_drift_ms(),
     };
-    let mut env = ServerEnv { config, shared };
+    let mut env = ServerEnv::new(config, shared);
     match generator::issue(&shared.generator, &config.layout, policy, count, &mut env) {
         Ok(range) => range,
         Err(e @ GenerateError::ClockBehind { .. }) => raise_with_detail(
@@ -262,7 +262,7 @@ fn snowflake_stats() -> TableIterator<
     let last_id = (issued > 0)
         .then(|| config.node_id.map(|n| layout.id_of_pair(pair, n)))
         .flatten();
-    let env = ServerEnv { config, shared };
+    let env = ServerEnv::new(config, shared);
     let drift = (issued > 0).then(|| layout.pair_time(pair) as i64 - env.now_ms());
     let lease = g.lease_until_ms.load(Ordering::Acquire);
     TableIterator::once((
@@ -300,7 +300,7 @@ fn snowflake_accept_configuration() -> String {
             "Ask a superuser to run SELECT snowflake_accept_configuration();",
         );
     }
-    let env = ServerEnv { config, shared };
+    let env = ServerEnv::new(config, shared);
     match shared.accept_configuration(config, env.now_ms(), guc::max_clock_drift_ms()) {
         Ok(text) => text,
         Err(Refusal::LeaseUnusable(msg)) => raise(
@@ -313,16 +313,23 @@ fn snowflake_accept_configuration() -> String {
             msg,
             "Keep the old layout: the new one cannot issue IDs greater than the existing ones.",
         ),
-        Err(Refusal::TooFarAhead { first_time_ms, now_ms, old_max_id }) => raise_with_detail(
-            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!(
-                "under the new configuration, IDs greater than {old_max_id} start at {}, {} ms ahead of the clock",
-                timestamp_of(config, first_time_ms),
-                first_time_ms as i64 - now_ms
-            ),
-            "Moving the epoch later, or giving the time field more bits, maps the present onto smaller IDs than those already issued.",
-            "Keep the old epoch and time width (moving bits between snowflake_id.node_bits and snowflake_id.sequence_bits is fine), or raise snowflake_id.max_clock_drift beyond that distance.",
-        ),
+        Err(Refusal::TooFarAhead { first_time_ms, now_ms, old_max_id }) => {
+            let ahead_ms = first_time_ms as i64 - now_ms;
+            let hint = if ahead_ms < i32::MAX as i64 {
+                format!("Keep the old epoch and time width (moving bits between snowflake_id.node_bits and snowflake_id.sequence_bits is fine), or raise snowflake_id.max_clock_drift above {ahead_ms} ms for the acceptance and the time it takes the clock to catch up.")
+            } else {
+                "Keep the old epoch and time width: moving bits between snowflake_id.node_bits and snowflake_id.sequence_bits is fine. This change cannot keep the IDs ordered.".to_string()
+            };
+            raise_with_detail(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "under the new configuration, IDs greater than {old_max_id} start at {}, {ahead_ms} ms ahead of the clock",
+                    timestamp_of(config, first_time_ms)
+                ),
+                "Moving the epoch later, or giving the time field more bits, maps the present onto smaller IDs than those already issued.",
+                hint,
+            )
+        }
         Err(Refusal::Write(msg)) => {
             raise(Code::ERRCODE_IO_ERROR, msg, "The data directory must be writable: check free space and permissions.")
         }
