@@ -5,16 +5,28 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
+/// Every message starts with the extension's name, so that it is clear in
+/// the server log which component is speaking.
+#[track_caller]
+fn report(
+    level: PgLogLevel,
+    code: PgSqlErrorCode,
+    message: String,
+    detail: Option<String>,
+    hint: String,
+) {
+    let mut report =
+        ErrorReport::new(code, format!("snowflake_id: {message}"), "snowflake_id").set_hint(hint);
+    if let Some(detail) = detail {
+        report = report.set_detail(detail);
+    }
+    report.report(level);
+}
+
 /// Raises an ERROR; never returns.
 #[track_caller]
 pub fn raise(code: PgSqlErrorCode, message: impl Into<String>, hint: impl Into<String>) -> ! {
-    ErrorReport::new(
-        code,
-        format!("snowflake_id: {}", message.into()),
-        function_name(),
-    )
-    .set_hint(hint)
-    .report(PgLogLevel::ERROR);
+    report(PgLogLevel::ERROR, code, message.into(), None, hint.into());
     unreachable!("ERROR does not return")
 }
 
@@ -26,31 +38,20 @@ pub fn raise_with_detail(
     detail: impl Into<String>,
     hint: impl Into<String>,
 ) -> ! {
-    ErrorReport::new(
+    report(
+        PgLogLevel::ERROR,
         code,
-        format!("snowflake_id: {}", message.into()),
-        function_name(),
-    )
-    .set_detail(detail)
-    .set_hint(hint)
-    .report(PgLogLevel::ERROR);
+        message.into(),
+        Some(detail.into()),
+        hint.into(),
+    );
     unreachable!("ERROR does not return")
 }
 
 /// Emits a WARNING and continues.
 #[track_caller]
 pub fn warn(code: PgSqlErrorCode, message: impl Into<String>, hint: impl Into<String>) {
-    ErrorReport::new(
-        code,
-        format!("snowflake_id: {}", message.into()),
-        function_name(),
-    )
-    .set_hint(hint)
-    .report(PgLogLevel::WARNING);
-}
-
-fn function_name() -> &'static str {
-    "snowflake_id"
+    report(PgLogLevel::WARNING, code, message.into(), None, hint.into());
 }
 
 /// The error every function raises when the library was not preloaded.

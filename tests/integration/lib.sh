@@ -195,3 +195,21 @@ require_installed_extension() {
   [ -f "$libdir/snowflake_id.so" ] ||
     fail "snowflake_id is not installed in $libdir (cargo pgrx install --pg-config $PG_BIN/pg_config)"
 }
+
+# expect_drift_error NAME OUT LABEL: snowflake_next() on NAME must fail at once
+# with the documented drift error (SQLSTATE 58000, the message, a hint naming
+# the setting). Its output is kept in OUT; sets DRIFT_ERROR_MS to how long the
+# failing call took.
+expect_drift_error() {
+  local name=$1 out=$2 label=$3 rc=0 start
+  start=$(now_ms)
+  psql_on "$name" -v VERBOSITY=verbose -c "SELECT snowflake_next()" > "$out" 2>&1 || rc=$?
+  DRIFT_ERROR_MS=$(( $(now_ms) - start ))
+  echo "$label: snowflake_next() returned rc=$rc after ${DRIFT_ERROR_MS} ms:"
+  sed 's/^/  /' "$out"
+  [ "$rc" -ne 0 ] || fail "$label: snowflake_next() issued an ID with the clock far behind the last issued ID"
+  [ "$DRIFT_ERROR_MS" -lt 5000 ] || fail "$label: the failing call took ${DRIFT_ERROR_MS} ms; it must fail at once"
+  grep -q "^ERROR:  58000: " "$out" || fail "$label: expected SQLSTATE 58000"
+  grep -q "behind the last issued ID" "$out" || fail "$label: the message does not say the clock is behind the last issued ID"
+  grep -q "^HINT: .*snowflake_id.max_clock_drift" "$out" || fail "$label: no hint naming snowflake_id.max_clock_drift"
+}
