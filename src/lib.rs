@@ -34,6 +34,7 @@
 //! - [`server_env`]: the clock, sleep, lease writer and log that the
 //!   generator uses inside PostgreSQL;
 //! - [`sql`]: the SQL functions;
+//! - [`text_forms`]: `snowflake_encode` / `snowflake_parse` (IDs as text);
 //! - [`lease_worker`]: the background worker;
 //! - [`errors`]: how errors reach the user (SQLSTATE, message, hint).
 
@@ -46,6 +47,7 @@ mod lease_worker;
 mod server_env;
 mod shmem;
 mod sql;
+mod text_forms;
 
 ::pgrx::pg_module_magic!(name, version);
 

@@ -12,3 +12,4 @@ pub mod epoch;
 pub mod generator;
 pub mod layout;
 pub mod lease;
+pub mod text_forms;
