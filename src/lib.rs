@@ -34,12 +34,14 @@
 //! - [`server_env`]: the clock, sleep, lease writer and log that the
 //!   generator uses inside PostgreSQL;
 //! - [`sql`]: the SQL functions;
+//! - [`convert`]: `snowflake_convert_column` (existing tables to snowflake IDs);
 //! - [`text_forms`]: `snowflake_encode` / `snowflake_parse` (IDs as text);
 //! - [`lease_worker`]: the background worker;
 //! - [`errors`]: how errors reach the user (SQLSTATE, message, hint).
 
 use pgrx::prelude::*;
 
+mod convert;
 pub mod core;
 mod errors;
 mod guc;
