@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the release archive of snowflake_id for one PostgreSQL major version:
+#
+#   scripts/package.sh                      # PostgreSQL 15 (Debian's pg_config)
+#   PG_CONFIG=/path/to/pg_config scripts/package.sh
+#
+# It runs `cargo pgrx package` (a release build plus the generated install
+# script) and packs its output into
+#   target/package/snowflake_id-<version>-pg<major>-linux-<arch>.tar.gz
+# whose paths are the server's own directories, relative to /:
+#   <pkglibdir>/snowflake_id.so                          the library
+#   <sharedir>/extension/snowflake_id.control            the control file
+#   <sharedir>/extension/snowflake_id--<version>.sql     the install script
+#   <sharedir>/extension/snowflake_id--<a>--<b>.sql      upgrade scripts (sql/)
+# so that on a server with the same PostgreSQL packages (same pg_config
+# paths, same or newer glibc; no Rust needed) `tar -xzf <archive> -C /`
+# installs it. Prints the archive's path on the last line.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export PATH="$HOME/.cargo/bin:$PATH"
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+
+version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
+major=$("$PG_CONFIG" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p')
+[ -n "$version" ] && [ -n "$major" ] || { echo "package: cannot read the version or PostgreSQL major" >&2; exit 1; }
+
+staged="target/release/snowflake_id-pg$major"
+rm -rf "$staged"   # no leftovers (an upgrade script removed from sql/)
+cargo pgrx package --pg-config "$PG_CONFIG" >&2
+[ -f "$staged$("$PG_CONFIG" --pkglibdir)/snowflake_id.so" ] || { echo "package: $staged has no library" >&2; exit 1; }
+
+mkdir -p target/package
+archive="target/package/snowflake_id-$version-pg$major-linux-$(uname -m).tar.gz"
+# Files only: directory entries would reset the modes of /usr and friends
+# when extracted with -C /.
+(cd "$staged" && find . -type f | sort) |
+  tar -C "$staged" --owner=0 --group=0 --numeric-owner --no-recursion -czf "$archive" -T -
+tar -tzvf "$archive" >&2
+echo "$ROOT/$archive"

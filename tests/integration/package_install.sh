@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# The release archive installs where there is no Rust, and versions upgrade.
+#
+# 1. scripts/package.sh builds the archive (cargo pgrx package + tar).
+# 2. A clean PostgreSQL 15 root: a copy of the system PostgreSQL's bin, lib
+#    and share directories under a scratch prefix, without any snowflake_id
+#    file (PostgreSQL finds its share and lib directories relative to its
+#    binaries, so the copy is a self-contained installation). The archive
+#    is extracted into it exactly as on a server (`tar -xzf ... -C /`).
+# 3. The library needs nothing but libc and libgcc (no Rust runtime); a
+#    cluster of the copied binaries, with PATH free of cargo, preloads it,
+#    and CREATE EXTENSION, snowflake_next() and the other functions work.
+# 4. Versioning (see sql/README.md):
+#    a. the frozen install script of the current version,
+#       sql/snowflake_id--<version>.sql, gives the same catalog as the one
+#       the sources generate;
+#    b. from every other frozen version, ALTER EXTENSION snowflake_id UPDATE
+#       through the upgrade scripts in the archive gives the same catalog as
+#       a fresh install of the current version;
+#    c. the check itself works: with a synthetic older version that lacks
+#       snowflake_parse, an empty upgrade script is caught and one that
+#       creates the function passes.
+# The system installation is neither read for the extension nor changed.
+#
+# Run from the repository root (builds the release library if needed):
+#   flock /tmp/snowflake_id.pg.lock bash tests/integration/package_install.sh
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+SYS_BIN=/usr/lib/postgresql/15/bin
+SYS_CONFIG=$SYS_BIN/pg_config
+LIBDIR=$("$SYS_CONFIG" --pkglibdir)
+SHAREDIR=$("$SYS_CONFIG" --sharedir)
+BINDIR=$("$SYS_CONFIG" --bindir)
+version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
+
+# --- 1. the archive
+archive=$(bash scripts/package.sh 2>"$SF_WORK/package.log" | tail -1) || { cat "$SF_WORK/package.log"; fail "scripts/package.sh failed"; }
+[ -f "$archive" ] || fail "no archive at '$archive'"
+echo "archive: $archive"
+tar -tzvf "$archive"
+expected=$(printf '%s\n' \
+  ".$LIBDIR/snowflake_id.so" \
+  ".$SHAREDIR/extension/snowflake_id--$version.sql" \
+  ".$SHAREDIR/extension/snowflake_id.control" \
+  $(cd sql && ls snowflake_id--*--*.sql 2>/dev/null | sed "s|^|.$SHAREDIR/extension/|") | sort)
+[ "$(tar -tzf "$archive" | sort)" = "$expected" ] || fail "the archive does not hold exactly:
+$expected"
+pass "the archive holds the library, the control file, the install script and the upgrade scripts"
+
+# --- 2. a clean PostgreSQL root, and the archive extracted into it
+root="$SF_WORK/root"
+mkdir -p "$root$BINDIR" "$root$LIBDIR" "$root$SHAREDIR"
+cp -a "$BINDIR/." "$root$BINDIR/"
+(cd "$LIBDIR" && find . -maxdepth 1 -type f ! -name 'snowflake_id*' -exec cp -a {} "$root$LIBDIR/" \;)
+(cd "$SHAREDIR" && tar --exclude='./extension/snowflake_id*' -cf - .) | tar -C "$root$SHAREDIR" -xf -
+[ -z "$(find "$root" -name 'snowflake_id*')" ] || fail "the clean root already has snowflake_id files"
+[ "$("$root$BINDIR/pg_config" --sharedir)" = "$root$SHAREDIR" ] ||
+  fail "the copied PostgreSQL does not find its share directory under the scratch prefix"
+tar -xzf "$archive" -C "$root"
+EXT="$root$SHAREDIR/extension"
+pass "archive extracted into a clean PostgreSQL root at $root"
+
+# --- 3. no Rust needed
+lib="$root$LIBDIR/snowflake_id.so"
+deps=$(ldd "$lib")
+echo "$deps"
+if echo "$deps" | grep -q "not found"; then fail "the library has missing dependencies"; fi
+if echo "$deps" | grep -Eiq "libstd-|rustc|\.rustup|\.cargo"; then fail "the library depends on a Rust runtime"; fi
+pass "the library needs only system libraries"
+
+PG_BIN="$root$BINDIR"
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+command -v cargo >/dev/null && fail "cargo is still on PATH"
+cluster_init pkg "$(free_port)" "snowflake_id.node_id = 11"
+cluster_start pkg || fail "a cluster of the clean root with the packaged library did not start"
+psql_on pkg -c "CREATE EXTENSION snowflake_id"
+[ "$(sql_value pkg "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")" = "$version" ] ||
+  fail "the installed version is not $version"
+[ "$(sql_value pkg "SELECT snowflake_node(snowflake_next()) = 11 AND snowflake_parse(snowflake_encode(snowflake_next())) > 0")" = t ] ||
+  fail "snowflake_next/encode/parse do not work"
+# The postmaster mapped the archive's library, not the system's.
+postmaster=$(head -1 "$(cluster_dir pkg)/postmaster.pid")
+mapped=$(grep -o '/[^ ]*snowflake_id\.so' "/proc/$postmaster/maps" | sort -u)
+[ "$mapped" = "$lib" ] || fail "the server loaded '$mapped', not $lib"
+pass "CREATE EXTENSION snowflake_id $version works from the archive"
+
+# --- 4. versions
+# fingerprint DB: every object of the extension, with its full definition
+# (functions: arguments, defaults, result, volatility, strictness, parallel
+# safety, C symbol) and privileges.
+fingerprint() {
+  psql_on pkg -d "$1" -At -c "
+    SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+      SELECT pg_describe_object(d.classid, d.objid, d.objsubid)
+             || CASE WHEN d.classid = 'pg_proc'::regclass
+                     THEN E'\n' || pg_get_functiondef(d.objid)
+                          || ' acl=' || coalesce((SELECT proacl::text FROM pg_proc WHERE oid = d.objid), 'default')
+                     ELSE '' END
+      FROM pg_depend d
+      WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+        AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id')) s(x)"
+}
+fresh_db() { psql_on pkg -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"; }
+
+fresh_db v_current
+psql_on pkg -d v_current -c "CREATE EXTENSION snowflake_id"
+current=$(fingerprint v_current)
+[ -n "$current" ] || fail "empty fingerprint"
+
+# a. the frozen script of the current version
+frozen="sql/snowflake_id--$version.sql"
+[ -f "$frozen" ] || fail "$frozen is missing: run scripts/freeze_schema.sh"
+generated="$EXT/snowflake_id--$version.sql"
+cp "$generated" "$SF_WORK/generated.sql"
+cp "$frozen" "$generated"
+fresh_db v_frozen
+psql_on pkg -d v_frozen -c "CREATE EXTENSION snowflake_id"
+cp "$SF_WORK/generated.sql" "$generated"
+if [ "$(fingerprint v_frozen)" != "$current" ]; then
+  diff <(fingerprint v_frozen) <(echo "$current") || true
+  fail "$frozen differs from what the sources generate (above: < frozen, > generated).
+  If $version is not released yet: run scripts/freeze_schema.sh.
+  If it is: bump the version in Cargo.toml and write sql/snowflake_id--$version--<new>.sql."
+fi
+pass "$frozen matches the generated install script"
+
+# b. every older frozen version updates to the current one
+older=0
+for f in sql/snowflake_id--*.sql; do
+  v=$(basename "$f" .sql); v=${v#snowflake_id--}
+  case $v in *--*) continue ;; esac
+  [ "$v" = "$version" ] && continue
+  older=$((older + 1))
+  cp "$f" "$EXT/"
+  db="v_from_$(echo "$v" | tr -c '0-9a-z\n' '_')"
+  fresh_db "$db"
+  psql_on pkg -d "$db" -c "CREATE EXTENSION snowflake_id VERSION '$v'" -c "ALTER EXTENSION snowflake_id UPDATE"
+  [ "$(fingerprint "$db")" = "$current" ] || {
+    diff <(fingerprint "$db") <(echo "$current") || true
+    fail "$v updated to $version differs from a fresh install of $version (above: < updated, > fresh)"
+  }
+  pass "ALTER EXTENSION UPDATE from $v gives the same catalog as a fresh $version"
+done
+echo "$older older frozen version(s) checked"
+
+# c. the check catches a wrong upgrade script: version 0.0.0-test is the
+# current install script without snowflake_parse.
+awk 'BEGIN { RS = "/\\* <begin connected objects> \\*/" } /snowflake_parse/ { print; exit }' "$generated" \
+  > "$SF_WORK/parse_fn.sql"
+grep -q 'CREATE  *FUNCTION "snowflake_parse"' "$SF_WORK/parse_fn.sql" || fail "could not cut snowflake_parse out of the install script"
+{ cat "$generated"; echo 'DROP FUNCTION snowflake_parse(text, text);'; } > "$EXT/snowflake_id--0.0.0-test.sql"
+: > "$EXT/snowflake_id--0.0.0-test--$version.sql"
+fresh_db v_selftest
+psql_on pkg -d v_selftest -c "CREATE EXTENSION snowflake_id VERSION '0.0.0-test'" -c "ALTER EXTENSION snowflake_id UPDATE"
+[ "$(fingerprint v_selftest)" != "$current" ] || fail "the check did not notice an upgrade script that misses snowflake_parse"
+cp "$SF_WORK/parse_fn.sql" "$EXT/snowflake_id--0.0.0-test--$version.sql"
+fresh_db v_selftest
+psql_on pkg -d v_selftest -c "CREATE EXTENSION snowflake_id VERSION '0.0.0-test'" -c "ALTER EXTENSION snowflake_id UPDATE"
+[ "$(fingerprint v_selftest)" = "$current" ] || {
+  diff <(fingerprint v_selftest) <(echo "$current") || true
+  fail "the check refused a correct upgrade script"
+}
+pass "the catalog check catches a missing function and accepts the fix"
+
+pass "package_install"
