@@ -248,7 +248,7 @@ impl ConvertError {
                 "Columns fed by an identity, a serial or a nextval() default can be converted; for any other default, ALTER TABLE ... ALTER COLUMN ... DROP DEFAULT first if it may go.".into()
             }
             ConvertError::ValuesTooLarge { .. } => {
-                "New IDs could collide with or sort before existing values. Check where those values came from; IDs issued later (or after setting an earlier snowflake_id.epoch on a new cluster) are larger.".into()
+                "New IDs could collide with these values or sort before them. Find out where they came from; if they must stay, keep the column's current default.".into()
             }
             ConvertError::PartitionKey { .. } => {
                 "PostgreSQL cannot change the type of a partition key column: create a new partitioned table with a bigint column, move the rows, then convert it.".into()
