@@ -28,6 +28,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The client examples (tests/integration/client_examples.sh) need Node.js
+# with npm and Python with venv; install Debian's only when missing (the
+# machine image may bring its own Node.js).
+extra=()
+command -v node >/dev/null 2>&1 || extra+=(nodejs)
+command -v npm >/dev/null 2>&1 || extra+=(npm)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || extra+=(python3-venv)
+if [ ${#extra[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${extra[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${extra[@]}"
+fi
+
 # Debian's postgresql package creates a cluster and starts it on 5432; we
 # never use it, but it must not hold the shared library we reinstall.
 export PATH="$HOME/.cargo/bin:$PATH"
