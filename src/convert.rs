@@ -350,17 +350,8 @@ fn snowflake_convert_column(
 mod tests {
     // Runs inside the `cargo pgrx test` server (node id 42), each test in a
     // transaction that is rolled back.
+    use crate::test_support::{error_of, one, run};
     use pgrx::prelude::*;
-
-    fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
-        Spi::get_one::<T>(sql)
-            .expect("query runs")
-            .expect("not null")
-    }
-
-    fn run(sql: &str) {
-        Spi::run(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
 
     /// The statements `snowflake_convert_column` returns, one string.
     fn convert(table: &str, column: &str, dry_run: bool) -> String {
@@ -381,21 +372,6 @@ mod tests {
                LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
               WHERE a.attrelid = '{table}'::regclass AND a.attname = '{column}'"
         ))
-    }
-
-    /// The SQLSTATE and message the PL/pgSQL statement `sql` fails with.
-    fn error_of(sql: &str) -> (String, String) {
-        let body = format!(
-            "DO $$ BEGIN {sql}; RAISE 'no error'; EXCEPTION WHEN OTHERS THEN
-               DECLARE s text; m text;
-               BEGIN GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT;
-                 CREATE TEMP TABLE IF NOT EXISTS err (s text, m text);
-                 DELETE FROM err; INSERT INTO err VALUES (s, m);
-               END; END $$"
-        );
-        run(&body);
-        let (s, m) = Spi::get_two::<String, String>("SELECT s, m FROM err").expect("a row");
-        (s.unwrap_or_default(), m.unwrap_or_default())
     }
 
     #[pg_test]
@@ -447,7 +423,7 @@ mod tests {
             "SELECT snowflake_node(id) = 42 AND id > 100 FROM orders WHERE item = 'new'"
         ));
         run("INSERT INTO items (order_id) SELECT id FROM orders WHERE item = 'new'");
-        let (state, _) = error_of("INSERT INTO items (order_id) VALUES (9223372036854775807)");
+        let (state, _, _) = error_of("INSERT INTO items (order_id) VALUES (9223372036854775807)");
         assert_eq!(state, "23503", "the foreign key is still enforced");
 
         // Running it again finds nothing to do.
@@ -667,7 +643,7 @@ mod tests {
                 "no_such_table",
             ),
         ] {
-            let (s, m) = error_of(sql);
+            let (s, m, _) = error_of(sql);
             assert_eq!(s, state, "{sql}: {m}");
             assert!(m.contains(fragment), "{sql}: {m}");
         }
@@ -684,7 +660,7 @@ mod tests {
         // A view on the column makes ALTER TYPE fail after DROP IDENTITY ran.
         run("CREATE TABLE undo_t (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY)");
         run("CREATE VIEW undo_v AS SELECT id FROM undo_t");
-        let (s, m) = error_of("PERFORM snowflake_convert_column('undo_t', 'id', false)");
+        let (s, m, _) = error_of("PERFORM snowflake_convert_column('undo_t', 'id', false)");
         assert_eq!(s, "0A000", "{m}");
         assert!(m.contains("view"), "{m}");
         assert!(one::<bool>("SELECT attidentity = 'a' FROM pg_attribute WHERE attrelid = 'undo_t'::regclass AND attname = 'id'"));

@@ -49,6 +49,8 @@ mod lease_worker;
 mod server_env;
 mod shmem;
 mod sql;
+#[cfg(any(test, feature = "pg_test"))]
+mod test_support;
 mod text_forms;
 
 ::pgrx::pg_module_magic!(name, version);

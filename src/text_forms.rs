@@ -38,29 +38,8 @@ fn snowflake_parse(txt: &str, format: default!(&str, "'base62'")) -> i64 {
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {
+    use crate::test_support::{error_of, one};
     use pgrx::prelude::*;
-
-    fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
-        Spi::get_one::<T>(sql)
-            .expect("query runs")
-            .expect("not null")
-    }
-
-    /// The SQLSTATE, message and hint that `sql` fails with.
-    fn error_of(sql: &str) -> (String, String, String) {
-        let body = format!(
-            "DO $$ BEGIN PERFORM ({sql}); RAISE 'no error'; EXCEPTION WHEN OTHERS THEN
-               DECLARE s text; m text; h text;
-               BEGIN GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, h = PG_EXCEPTION_HINT;
-                 CREATE TEMP TABLE IF NOT EXISTS err (s text, m text, h text);
-                 DELETE FROM err; INSERT INTO err VALUES (s, m, h);
-               END; END $$"
-        );
-        Spi::run(&body).expect("DO runs");
-        let (s, m) = Spi::get_two::<String, String>("SELECT s, m FROM err").expect("a row");
-        let h: String = one("SELECT coalesce(h, '') FROM err");
-        (s.unwrap_or_default(), m.unwrap_or_default(), h)
-    }
 
     #[pg_test]
     fn default_format_is_base62() {
@@ -125,15 +104,15 @@ mod tests {
 
     #[pg_test]
     fn errors_have_sqlstate_message_and_hint() {
-        let (s, m, h) = error_of("snowflake_encode(1, 'base64')");
+        let (s, m, h) = error_of("PERFORM snowflake_encode(1, 'base64')");
         assert_eq!(s, "22023");
         assert_eq!(m, "snowflake_id: unknown ID format \"base64\"");
         assert_eq!(h, "The formats are base62, base32, hex, decimal.");
 
-        let (s, m, _) = error_of("snowflake_parse('0ISaRSN189A', 'nope')");
+        let (s, m, _) = error_of("PERFORM snowflake_parse('0ISaRSN189A', 'nope')");
         assert_eq!((s.as_str(), m.contains("nope")), ("22023", true));
 
-        let (s, m, h) = error_of("snowflake_encode(-5)");
+        let (s, m, h) = error_of("PERFORM snowflake_encode(-5)");
         assert_eq!(s, "22003");
         assert_eq!(
             m,
@@ -141,27 +120,27 @@ mod tests {
         );
         assert!(!h.is_empty());
 
-        let (s, m, h) = error_of("snowflake_parse('AzL8n0Y58m8')");
+        let (s, m, h) = error_of("PERFORM snowflake_parse('AzL8n0Y58m8')");
         assert_eq!(s, "22003");
         assert!(m.contains("out of range"), "{m}");
         assert!(h.contains("AzL8n0Y58m7"), "{h}");
 
-        let (s, _, _) = error_of("snowflake_parse('9223372036854775808', 'decimal')");
+        let (s, _, _) = error_of("PERFORM snowflake_parse('9223372036854775808', 'decimal')");
         assert_eq!(s, "22003");
 
         for bad in [
-            "snowflake_parse('')",
-            "snowflake_parse('0ISaRSN189')",
-            "snowflake_parse('0ISaRSN189-')",
-            "snowflake_parse('000000000000O', 'base32')",
-            "snowflake_parse('-1', 'decimal')",
-            "snowflake_parse(' 1', 'decimal')",
+            "PERFORM snowflake_parse('')",
+            "PERFORM snowflake_parse('0ISaRSN189')",
+            "PERFORM snowflake_parse('0ISaRSN189-')",
+            "PERFORM snowflake_parse('000000000000O', 'base32')",
+            "PERFORM snowflake_parse('-1', 'decimal')",
+            "PERFORM snowflake_parse(' 1', 'decimal')",
         ] {
             let (s, _, h) = error_of(bad);
             assert_eq!(s, "22P02", "{bad}");
             assert!(!h.is_empty(), "{bad}");
         }
-        let (_, _, h) = error_of("snowflake_parse('000000000000O', 'base32')");
+        let (_, _, h) = error_of("PERFORM snowflake_parse('000000000000O', 'base32')");
         assert!(h.contains("O is probably 0"), "{h}");
     }
 

@@ -18,28 +18,18 @@ SELECT * FROM snowflake_convert_column('conv_orders', 'id', false);
 CREATE TABLE conv_ident (id int GENERATED ALWAYS AS IDENTITY, v text);
 SELECT * FROM snowflake_convert_column('conv_ident', 'id', false);
 \d conv_ident
--- refusals: SQLSTATE, message (the current ID bound shown as N), hint
-CREATE FUNCTION pg_temp.try(sql text) RETURNS TABLE (code text, message text, hint text)
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN QUERY SELECT 'ok'::text, NULL::text, NULL::text;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
-    message := regexp_replace(message, '\(\d+\)', '(N)');
-    RETURN NEXT;
-END $$;
+-- refusals: SQLSTATE, message (numbers in parentheses shown as N), hint
 CREATE TABLE conv_text (id text);
 CREATE TABLE conv_big (id bigint);
 INSERT INTO conv_big VALUES (9000000000000000000);
 CREATE VIEW conv_view AS SELECT 1 AS id;
 CREATE TABLE conv_other (id int DEFAULT 0);
 \x on
-SELECT * FROM pg_temp.try($$SELECT snowflake_convert_column('conv_text', 'id')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_convert_column('conv_big', 'id')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_convert_column('conv_view', 'id')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_convert_column('conv_other', 'id')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_convert_column('conv_other', 'nope')$$);
+SELECT * FROM regress_try($$SELECT snowflake_convert_column('conv_text', 'id')$$);
+SELECT * FROM regress_try($$SELECT snowflake_convert_column('conv_big', 'id')$$);
+SELECT * FROM regress_try($$SELECT snowflake_convert_column('conv_view', 'id')$$);
+SELECT * FROM regress_try($$SELECT snowflake_convert_column('conv_other', 'id')$$);
+SELECT * FROM regress_try($$SELECT snowflake_convert_column('conv_other', 'nope')$$);
 \x off
 DROP VIEW conv_view;
 DROP TABLE conv_other;

@@ -16,23 +16,14 @@ WITH ids(id) AS (VALUES (1), (61), (62), (3843), (3844), (249909418513149952), (
 SELECT array_agg(id ORDER BY snowflake_encode(id) COLLATE "C") = array_agg(id ORDER BY id) AS base62_sorts,
        array_agg(id ORDER BY snowflake_encode(id, 'base32') COLLATE "C") = array_agg(id ORDER BY id) AS base32_sorts
 FROM ids;
--- errors: SQLSTATE, message, hint
-CREATE FUNCTION pg_temp.try(sql text) RETURNS TABLE (code text, message text, hint text)
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN QUERY SELECT 'ok'::text, NULL::text, NULL::text;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
-    RETURN NEXT;
-END $$;
+-- errors: SQLSTATE, message, hint (regress_try is defined in setup.sql)
 \x on
-SELECT * FROM pg_temp.try($$SELECT snowflake_encode(1, 'base64')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_encode(-1)$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_parse('')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_parse('0ISaRSN189')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_parse('0ISaRSN18-A')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_parse('AzL8n0Y58m8')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_parse('06XZ1QR7R14OO', 'base32')$$);
-SELECT * FROM pg_temp.try($$SELECT snowflake_parse('9223372036854775808', 'decimal')$$);
+SELECT * FROM regress_try($$SELECT snowflake_encode(1, 'base64')$$);
+SELECT * FROM regress_try($$SELECT snowflake_encode(-1)$$);
+SELECT * FROM regress_try($$SELECT snowflake_parse('')$$);
+SELECT * FROM regress_try($$SELECT snowflake_parse('0ISaRSN189')$$);
+SELECT * FROM regress_try($$SELECT snowflake_parse('0ISaRSN18-A')$$);
+SELECT * FROM regress_try($$SELECT snowflake_parse('AzL8n0Y58m8')$$);
+SELECT * FROM regress_try($$SELECT snowflake_parse('06XZ1QR7R14OO', 'base32')$$);
+SELECT * FROM regress_try($$SELECT snowflake_parse('9223372036854775808', 'decimal')$$);
 \x off
