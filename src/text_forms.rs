@@ -91,6 +91,30 @@ mod tests {
     }
 
     #[pg_test]
+    fn linguistic_collation_sorts_all_but_base62() {
+        // ICU's English collation (PostgreSQL built with ICU, as Debian's
+        // is): digits and one case of letters sort like bytes, mixed case
+        // does not: 'a' (36) sorts before 'B' (11).
+        if !one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'en-x-icu')") {
+            return;
+        }
+        Spi::run("CREATE TEMP TABLE ids AS SELECT (random() * 9223372036854775807)::bigint AS id FROM generate_series(1, 3000) UNION ALL VALUES (11), (36)").unwrap();
+        for (f, sorts) in [
+            ("base62", false),
+            ("base32", true),
+            ("hex", true),
+            ("decimal", true),
+        ] {
+            let bad: i64 = one(&format!(
+                "SELECT count(*) FROM (
+                   SELECT id, lag(id) OVER (ORDER BY snowflake_encode(id, '{f}') COLLATE \"en-x-icu\") AS prev FROM ids
+                 ) s WHERE prev > id"
+            ));
+            assert_eq!(bad == 0, sorts, "{f}: {bad} out of order");
+        }
+    }
+
+    #[pg_test]
     fn base32_and_hex_parse_any_case() {
         assert_eq!(
             one::<i64>("SELECT snowflake_parse('7zzzzzzzzzzzz', 'base32')"),
