@@ -70,7 +70,8 @@ impl LeaseRecord {
         if self.node_id != current.node_id {
             out.push(format!(
                 "snowflake_id.node_id changed from {} to {}",
-                self.node_id, current.node_id
+                node_id_text(self.node_id),
+                node_id_text(current.node_id)
             ));
         }
         out
