@@ -110,12 +110,15 @@ router_reads_every_id() {
   pass "the router reads back exactly the IDs on the shards"
 }
 
-# shard_restart_with I CONF...: restart shard I with extra settings appended.
+# shard_restart_with I SETTING...: ALTER SYSTEM SET each "name = value" on
+# shard I (as the README says to change a node id), then restart it.
 shard_restart_with() {
-  local i=$1; shift
+  local i=$1 setting; shift
+  for setting in "$@"; do psql_on "shard$i" -c "ALTER SYSTEM SET $setting"; done
   cluster_stop "shard$i"
-  cluster_conf "shard$i" "$@"
   cluster_start "shard$i" || fail "shard$i did not restart"
+  [ "$(sql_value "shard$i" "SHOW snowflake_id.node_id")" = "$(sql_value "shard$i" "SELECT node_id FROM snowflake_node_info()")" ] ||
+    fail "shard$i: snowflake_node_info() does not show the node id in force"
 }
 
 # node_check_is EXPECTED: the rows of snowflake_node_check on the router, as
@@ -135,10 +138,10 @@ node_check_is() {
 # collision_check_scenario NAME1 NAME2 NAME3: check_nodes.sql on the router
 # (after the engine's router recipe defined shard_node_info), with the names
 # under which it must report shard1..shard3:
-#   distinct node ids                   -> no rows;
-#   shard3 restarted with node id 2     -> duplicate_node_id 2: exactly shard2, shard3;
+#   distinct node ids                    -> no rows;
+#   shard3 restarted with node id 2      -> duplicate_node_id 2: exactly shard2, shard3;
 #   shard3 with node id 3 but 11/11 bits -> layout_mismatch: {shard1, shard2} and {shard3};
-#   shard3 as it was                    -> no rows.
+#   shard3 as it was                     -> no rows.
 collision_check_scenario() {
   local n1=$1 n2=$2 n3=$3
   # {a,b} with the names in sorted order, as array_agg(... ORDER BY shard).

@@ -60,6 +60,9 @@ router_reads_every_id "SELECT id FROM orders"
 misplaced=$(sql_value router "SELECT count(*) FROM orders o JOIN direct_ids d USING (id) WHERE d.shard::text <> substr(o.tableoid::regclass::text, 8)")
 [ "$misplaced" = 0 ] || fail "$misplaced rows are not on the shard of their hash partition"
 pass "every row is on the shard of its key's hash partition"
+scans=$(sql_value router "EXPLAIN (COSTS OFF) SELECT * FROM orders WHERE customer = 'alice'" | grep -c "Foreign Scan")
+[ "$scans" = 1 ] || fail "a lookup by customer scans $scans shards, expected 1"
+pass "a lookup by the business key asks one shard"
 
 collision_check_scenario shard1 shard2 shard3
 pass "sharding_postgres_fdw"
