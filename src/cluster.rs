@@ -64,15 +64,13 @@ mod tests {
     // The test server preloads the extension with node id 42.
     use pgrx::prelude::*;
 
-    fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
-        Spi::get_one::<T>(sql)
-            .expect("query runs")
-            .expect("not null")
+    fn holds(sql: &str) -> bool {
+        Spi::get_one::<bool>(sql) == Ok(Some(true))
     }
 
     #[pg_test]
     fn node_info_reports_node_layout_recovery_and_system_identifier() {
-        assert!(one::<bool>(
+        assert!(holds(
             "SELECT node_id = 42 AND epoch = '2025-01-01 00:00:00+00' AND time_bits = 41
                 AND node_bits = 10 AND sequence_bits = 12 AND NOT in_recovery
                 AND system_identifier = (SELECT system_identifier FROM pg_control_system())
@@ -82,17 +80,17 @@ mod tests {
 
     #[pg_test]
     fn node_info_view_matches_the_function_and_is_public() {
-        assert!(one::<bool>(
+        assert!(holds(
             "SELECT (SELECT row(v.*)::text FROM snowflake_node_info v) = (SELECT row(f.*)::text FROM snowflake_node_info() f)"
         ));
-        assert!(one::<bool>(
+        assert!(holds(
             "SELECT has_table_privilege('public', 'snowflake_node_info', 'SELECT')"
         ));
     }
 
     #[pg_test]
     fn node_info_agrees_with_stats() {
-        assert!(one::<bool>(
+        assert!(holds(
             "SELECT i.node_id = s.node_id AND i.epoch = s.epoch AND i.time_bits = s.time_bits
                 AND i.node_bits = s.node_bits AND i.sequence_bits = s.sequence_bits
              FROM snowflake_node_info() i, snowflake_stats() s"
