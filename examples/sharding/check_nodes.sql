@@ -6,11 +6,13 @@
 CREATE VIEW snowflake_node_check AS
 WITH s AS (SELECT * FROM shard_node_info),
 layouts AS (SELECT count(DISTINCT (epoch, time_bits, node_bits, sequence_bits)) AS n FROM s)
--- Two shards with the same node id issue colliding IDs.
+-- Two servers with the same node id issue colliding IDs, unless they are a
+-- primary and its standbys (one system identifier, one server not in recovery).
 SELECT 'duplicate_node_id' AS problem, node_id, array_agg(shard ORDER BY shard) AS shards,
-       format('%s shards issue IDs with node id %s: their IDs can collide; give each a distinct snowflake_id.node_id',
+       format('%s shards have node id %s and are not one primary and its standbys: their IDs collide (a standby''s once it is promoted); give each a distinct snowflake_id.node_id',
               count(*), node_id) AS detail
-FROM s WHERE node_id IS NOT NULL GROUP BY node_id HAVING count(*) > 1
+FROM s WHERE node_id IS NOT NULL GROUP BY node_id
+HAVING count(*) FILTER (WHERE NOT in_recovery) > 1 OR count(DISTINCT system_identifier) > 1
 UNION ALL
 -- IDs of different layouts or epochs can collide even with distinct node ids.
 SELECT 'layout_mismatch', NULL, array_agg(shard ORDER BY shard),
