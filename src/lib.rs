@@ -35,10 +35,12 @@
 //!   generator uses inside PostgreSQL;
 //! - [`sql`]: the SQL functions;
 //! - [`lease_worker`]: the background worker;
-//! - [`errors`]: how errors reach the user (SQLSTATE, message, hint).
+//! - [`errors`]: how errors reach the user (SQLSTATE, message, hint);
+//! - [`cluster`]: what checks of sharded and replicated deployments read.
 
 use pgrx::prelude::*;
 
+mod cluster;
 pub mod core;
 mod errors;
 mod guc;
