@@ -66,7 +66,7 @@ fn issuing_node(config: &Config, shared: &Shared) -> u64 {
         raise(
             Code::ERRCODE_READ_ONLY_SQL_TRANSACTION,
             "cannot issue IDs on a server in recovery (a standby)",
-            "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs, see \"Operations\" in the README.",
+            "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs once its clock is past the old primary's last ID (README, \"Operations: sharding and replication\").",
         );
     }
     node
