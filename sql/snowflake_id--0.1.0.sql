@@ -87,6 +87,35 @@ AS 'MODULE_PATHNAME', 'snowflake_node_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/cluster.rs:20
+-- snowflake_id::cluster::snowflake_node_info
+CREATE  FUNCTION "snowflake_node_info"() RETURNS TABLE (
+	"node_id" INT,  /* Option < i32 > */
+	"epoch" timestamp with time zone,  /* TimestampWithTimeZone */
+	"time_bits" INT,  /* i32 */
+	"node_bits" INT,  /* i32 */
+	"sequence_bits" INT,  /* i32 */
+	"in_recovery" bool,  /* bool */
+	"system_identifier" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_node_info_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/cluster.rs:50
+-- requires:
+--   snowflake_node_info
+
+
+-- A relation for postgres_fdw foreign tables and monitoring tools that read
+-- tables; readable by everyone, like the function.
+CREATE VIEW snowflake_node_info AS SELECT * FROM snowflake_node_info();
+GRANT SELECT ON snowflake_node_info TO PUBLIC;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/text_forms.rs:33
 -- snowflake_id::text_forms::snowflake_parse
 CREATE  FUNCTION "snowflake_parse"(

@@ -37,10 +37,12 @@
 //! - [`convert`]: `snowflake_convert_column` (existing tables to snowflake IDs);
 //! - [`text_forms`]: `snowflake_encode` / `snowflake_parse` (IDs as text);
 //! - [`lease_worker`]: the background worker;
-//! - [`errors`]: how errors reach the user (SQLSTATE, message, hint).
+//! - [`errors`]: how errors reach the user (SQLSTATE, message, hint);
+//! - [`cluster`]: what checks of sharded and replicated deployments read.
 
 use pgrx::prelude::*;
 
+mod cluster;
 mod convert;
 pub mod core;
 mod errors;

@@ -14,7 +14,7 @@
 
 use crate::core::config::Config;
 use crate::core::generator::{lease_target, GenerateError, SharedState, LEASE_WINDOW_MS};
-use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord};
+use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord, UNSET_NODE_ID};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -183,14 +183,14 @@ pub fn data_dir() -> PathBuf {
 }
 
 /// The lease record for `config` with lease `lease_until_ms` (ms since the
-/// epoch). An unset node id is recorded as -1's stand-in `u64::MAX`.
+/// epoch). An unset node id is recorded as [`UNSET_NODE_ID`].
 pub fn current_record(config: &Config, lease_until_ms: u64) -> LeaseRecord {
     LeaseRecord {
         lease_until_unix_ms: config.epoch_unix_ms + lease_until_ms as i64,
         epoch_unix_ms: config.epoch_unix_ms,
         node_bits: config.layout.node_bits(),
         sequence_bits: config.layout.sequence_bits(),
-        node_id: config.node_id.unwrap_or(u64::MAX),
+        node_id: config.node_id.unwrap_or(UNSET_NODE_ID),
     }
 }
 

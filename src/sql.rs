@@ -13,7 +13,7 @@ use pgrx::PgSqlErrorCode as Code;
 use std::sync::atomic::Ordering;
 
 /// The configuration and shared state, or the "not preloaded" error.
-fn ready() -> (&'static Config, &'static Shared) {
+pub(crate) fn ready() -> (&'static Config, &'static Shared) {
     match (guc::config(), shmem::shared()) {
         (Some(config), Some(shared)) => (config, shared),
         _ => errors::not_preloaded(),
@@ -66,7 +66,7 @@ fn issuing_node(config: &Config, shared: &Shared) -> u64 {
         raise(
             Code::ERRCODE_READ_ONLY_SQL_TRANSACTION,
             "cannot issue IDs on a server in recovery (a standby)",
-            "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs, see \"Operations\" in the README.",
+            "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs once its clock is past the old primary's last ID (README, \"Operations: sharding and replication\").",
         );
     }
     node
@@ -126,7 +126,7 @@ fn decode(config: &Config, id: i64) -> IdParts {
 }
 
 /// The timestamp of millisecond `time_ms` of the ID time field.
-fn timestamp_of(config: &Config, time_ms: u64) -> TimestampWithTimeZone {
+pub(crate) fn timestamp_of(config: &Config, time_ms: u64) -> TimestampWithTimeZone {
     let unix_ms = config.epoch_unix_ms.checked_add_unsigned(time_ms);
     unix_ms
         .and_then(|ms| (ms - UNIX_TO_POSTGRES_MS).checked_mul(1000))

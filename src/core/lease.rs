@@ -25,6 +25,9 @@ pub const LEASE_FILE_NAME: &str = "snowflake_id.lease";
 const HEADER: &str = "# snowflake_id lease: no ID issued under this configuration has a time after lease_until_unix_ms";
 const VERSION: u32 = 1;
 
+/// The node id recorded while `snowflake_id.node_id` is unset (-1).
+pub const UNSET_NODE_ID: u64 = u64::MAX;
+
 /// What the lease file records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseRecord {
@@ -67,7 +70,8 @@ impl LeaseRecord {
         if self.node_id != current.node_id {
             out.push(format!(
                 "snowflake_id.node_id changed from {} to {}",
-                self.node_id, current.node_id
+                node_id_text(self.node_id),
+                node_id_text(current.node_id)
             ));
         }
         out
@@ -214,6 +218,15 @@ pub fn write_lease(dir: &Path, record: &LeaseRecord) -> Result<(), LeaseFileErro
     Ok(())
 }
 
+/// How a node id reads in messages: `u64::MAX` stands for an unset one.
+fn node_id_text(node_id: u64) -> String {
+    if node_id == UNSET_NODE_ID {
+        "unset".into()
+    } else {
+        node_id.to_string()
+    }
+}
+
 /// 64-bit FNV-1a: enough to notice a torn or hand-edited file.
 fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
@@ -280,6 +293,14 @@ mod tests {
             "{d}"
         );
         assert!(d.contains("snowflake_id.epoch changed"), "{d}");
+        let unset = LeaseRecord {
+            node_id: UNSET_NODE_ID,
+            ..a
+        };
+        assert_eq!(
+            a.differences(&unset),
+            vec!["snowflake_id.node_id changed from 7 to unset".to_string()]
+        );
     }
 
     #[test]

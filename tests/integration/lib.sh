@@ -213,3 +213,29 @@ expect_drift_error() {
   grep -q "behind the last issued ID" "$out" || fail "$label: the message does not say the clock is behind the last issued ID"
   grep -q "^HINT: .*snowflake_id.max_clock_drift" "$out" || fail "$label: no hint naming snowflake_id.max_clock_drift"
 }
+
+# cluster_basebackup NAME PORT FROM: a streaming standby of the running
+# cluster FROM, made with pg_basebackup -R (so it inherits FROM's settings,
+# snowflake_id.node_id included, and a copy of its lease file), listening on
+# PORT with its own socket directory. Stopped by the EXIT trap like the others.
+cluster_basebackup() {
+  local name=$1 port=$2 from=$3
+  local dir; dir=$(cluster_dir "$name")
+  (cd / && as_pg pg_basebackup -h 127.0.0.1 -p "$(cluster_port "$from")" -U postgres \
+    -D "$dir" -R -X stream -c fast --no-sync)
+  mkdir -p "$dir.sock"; chown postgres:postgres "$dir.sock"
+  echo "$port" > "$SF_WORK/$name.port"
+  SF_CLUSTERS+=("$name")
+  cluster_conf "$name" "port = $port" "unix_socket_directories = '$dir.sock'"
+}
+
+# wait_for_replay STANDBY PRIMARY: wait (up to 60 s) until STANDBY has replayed
+# everything PRIMARY has written so far.
+wait_for_replay() {
+  local lsn; lsn=$(sql_value "$2" "SELECT pg_current_wal_lsn()")
+  for _ in $(seq 1 600); do
+    [ "$(sql_value "$1" "SELECT pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && return 0
+    sleep 0.1
+  done
+  fail "$1 did not replay up to $lsn within 60 s"
+}

@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 PG_REGRESS=$(dirname "$("$PG_BIN/pg_config" --pgxs)")/../test/regress/pg_regress
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(usage stats errors text_forms convert)
+[ ${#tests[@]} -gt 0 ] || tests=(usage stats errors node_info node_check text_forms convert)
 
 port=$(free_port)
 cluster_init regress "$port" "snowflake_id.node_id = 5" "max_parallel_workers_per_gather = 0"
@@ -23,6 +23,8 @@ out="$SF_WORK/regress_out"
 mkdir -p "$out"
 chmod 777 "$out"
 status=0
+# From the repository root, so that tests can \i files of examples/.
+cd "$here/../.."
 PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres "$PG_REGRESS" \
   --inputdir="$here" --outputdir="$out" \
   --dbname=snowflake_regress \
