@@ -41,8 +41,8 @@ if [ ${#extra[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${extra[@]}"
 fi
 
-# Debian's postgresql package creates a cluster and starts it on 5432; we
-# never use it, but it must not hold the shared library we reinstall.
+# (Debian's postgresql package may have created and started a cluster on
+# port 5432. The tests never use it, and it does not load snowflake_id.)
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! cargo pgrx --version 2>/dev/null | grep -q " ${PGRX_VERSION}\$"; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (about 10 minutes)"
