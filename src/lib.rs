@@ -34,11 +34,13 @@
 //! - [`server_env`]: the clock, sleep, lease writer and log that the
 //!   generator uses inside PostgreSQL;
 //! - [`sql`]: the SQL functions;
+//! - [`batch`]: `snowflake_next_batch`: many IDs with one compare-and-swap;
 //! - [`lease_worker`]: the background worker;
 //! - [`errors`]: how errors reach the user (SQLSTATE, message, hint).
 
 use pgrx::prelude::*;
 
+mod batch;
 pub mod core;
 mod errors;
 mod guc;

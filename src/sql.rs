@@ -13,7 +13,7 @@ use pgrx::PgSqlErrorCode as Code;
 use std::sync::atomic::Ordering;
 
 /// The configuration and shared state, or the "not preloaded" error.
-fn ready() -> (&'static Config, &'static Shared) {
+pub(crate) fn ready() -> (&'static Config, &'static Shared) {
     match (guc::config(), shmem::shared()) {
         (Some(config), Some(shared)) => (config, shared),
         _ => errors::not_preloaded(),
@@ -26,7 +26,7 @@ fn config() -> &'static Config {
 }
 
 /// Checks that this server may issue IDs now and returns its node id.
-fn issuing_node(config: &Config, shared: &Shared) -> u64 {
+pub(crate) fn issuing_node(config: &Config, shared: &Shared) -> u64 {
     let Some(node) = config.node_id else {
         raise(
             Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -73,7 +73,7 @@ fn issuing_node(config: &Config, shared: &Shared) -> u64 {
 }
 
 /// Issues `count` IDs or raises the matching error.
-fn issue(config: &Config, shared: &Shared, count: u64) -> IssuedRange {
+pub(crate) fn issue(config: &Config, shared: &Shared, count: u64) -> IssuedRange {
     let policy = DriftPolicy {
         max_drift_ms: guc::max_clock_drift_ms(),
     };
