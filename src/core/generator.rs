@@ -193,6 +193,12 @@ pub trait Environment {
     /// The clock was seen stepping back by `step_ms` (called once per step,
     /// by the backend that noticed it first).
     fn clock_stepped_back(&mut self, step_ms: u64);
+    /// Counts `count` newly issued IDs in `counters.ids_issued`. The server
+    /// defers this per backend, to keep a second locked instruction (and a
+    /// second contended cache line) off the hot path.
+    fn count_issued(&mut self, counters: &Counters, count: u64) {
+        counters.ids_issued.fetch_add(count, Ordering::Relaxed);
+    }
 }
 
 /// The lease to write when IDs up to `needed_ms` must be covered: a window
@@ -301,7 +307,7 @@ pub fn issue(
             .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            counters.ids_issued.fetch_add(count, Ordering::Relaxed);
+            env.count_issued(counters, count);
             let frontier = layout.pair_time(last).max(now.max(0) as u64);
             if end_time > frontier {
                 counters
