@@ -8,7 +8,7 @@
 #
 # bench_build builds the extension with `cargo pgrx package` (release) and
 # copies /usr/lib/postgresql/15 and /usr/share/postgresql/15 into
-# bench/results/pg/usr/..., with the package on top. PostgreSQL finds its
+# OUTDIR/pg/usr/..., with the package on top. PostgreSQL finds its
 # lib and share directories relative to its binaries, so a cluster started
 # from that copy loads this build of snowflake_id, whatever is installed on
 # the machine (and `cargo pgrx install` by someone else cannot replace the
@@ -20,9 +20,10 @@ ROOT=${ROOT:-$(cd "$BENCH/.." && pwd)}
 export PATH="$HOME/.cargo/bin:$PATH"
 SYS_PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 
-# bench_build OUTDIR: set-up, build, private tree. Logs go to OUTDIR.
+# bench_build OUTDIR: set-up, build, private tree in OUTDIR/pg (each run its
+# own, so runs never share one). Logs go to OUTDIR.
 bench_build() {
-  local out=$1 pkg="$BENCH/results/package" tree="$BENCH/results/pg"
+  local out=$1 pkg="$1/package" tree="$1/pg"
   bash "$ROOT/scripts/setup.sh" > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; return 1; }
   echo "building snowflake_id (cargo pgrx package, release)"
   (cd "$ROOT" && cargo pgrx package --pg-config "$SYS_PG_CONFIG" --out-dir "$pkg") > "$out/build.log" 2>&1 ||
@@ -32,6 +33,7 @@ bench_build() {
   cp -a /usr/lib/postgresql/15 "$tree/usr/lib/postgresql/"
   cp -a /usr/share/postgresql/15 "$tree/usr/share/postgresql/"
   cp -a "$pkg/usr/." "$tree/usr/"
+  rm -rf "$pkg"
   chmod -R a+rX "$tree"
   export PG_BIN="$tree/usr/lib/postgresql/15/bin"
   [ "$("$PG_BIN/pg_config" --pkglibdir)" = "$tree/usr/lib/postgresql/15/lib" ] ||

@@ -74,4 +74,6 @@ else
   sed -n '/PROGRAM TOTALS/,+40p' "$OUT/top.txt" | sed 's|/work/[^ ]*/||g'
   echo "(instructions per row: divide by the N of the query)"
 fi
+cluster_stop bench
+rm -rf "$OUT/pg"
 echo "profile kept in $OUT"

@@ -71,7 +71,7 @@ def main():
     # 1. one session
     w("**1. One session**: `SELECT count(x) FROM (SELECT <gen> AS x FROM generate_series(1, N)) s`, calls/s")
     w("")
-    w("| generator | N = 1,000,000 | vs bigserial | vs CACHE 100 | N = 10,000,000 | vs bigserial | 10M / 1M |")
+    w("| generator | N = 1,000,000 | vs bigserial | vs CACHE 100 | N = 10,000,000 | vs bigserial | rate 10M / 1M |")
     w("|---|---|---|---|---|---|---|")
     b1, c1 = get("one_session", "bigserial", 1000000), get("one_session", "cache100", 1000000)
     b10 = get("one_session", "bigserial", 10000000)
@@ -179,8 +179,10 @@ def main():
                f"{s1 / s10:.2f}x the cost", s1 / s10 <= 1.10)
     st = get("one_session", "snowflake_throttled", 10000000)
     if st:
-        target("throttled (max_clock_drift 10ms) at the layout's 4,096,000 IDs/s",
+        target("throttled (max_clock_drift 10ms): never above the layout's 4,096,000 IDs/s",
                f"{fmt_rate(st)} IDs/s", st <= LAYOUT_LIMIT * 1.02)
+        target("throttled (max_clock_drift 10ms): at least 95% of 4,096,000 IDs/s",
+               f"{st / LAYOUT_LIMIT:.0%} of it", st >= LAYOUT_LIMIT * 0.95)
     w("")
 
     (docs / "benchmark.md").write_text("\n".join(lines) + "\n")

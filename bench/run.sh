@@ -29,7 +29,7 @@
 #   5. the criterion benchmark of the pure core (cargo bench --bench core).
 #
 # The extension is built in release mode with `cargo pgrx package` and run
-# from a private copy of the PostgreSQL 15 installation (bench/results/pg),
+# from a private copy of the PostgreSQL 15 installation (see bench/lib.sh),
 # so the benchmark neither touches nor depends on the extension installed on
 # the machine, and other users' installs cannot change it mid-run. Clusters
 # come from tests/integration/lib.sh (127.0.0.1, own port, stopped at exit).
@@ -200,6 +200,8 @@ for rep in $(seq 1 "$LONG_REPS"); do
 done
 psql_on bench -x -c "SELECT * FROM snowflake_stats()" > "$OUT/stats.txt"
 cluster_stop bench
+PG_VERSION_LINE=$("$PG_BIN/postgres" --version)
+rm -rf "$OUT/pg"   # the private PostgreSQL tree (50 MB)
 
 # --- 5: criterion ----------------------------------------------------------------
 log "criterion: cargo bench --bench core ${CRITERION_ARGS[*]}"
@@ -219,7 +221,7 @@ done
   echo "cores=$(nproc)"
   echo "memory=$(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo)"
   echo "kernel=$(uname -r)"
-  echo "postgres=$("$PG_BIN/postgres" --version)"
+  echo "postgres=$PG_VERSION_LINE"
   echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)"
   echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)"
   echo "git=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo '+changes')"
