@@ -205,9 +205,12 @@ rm -rf "$OUT/pg"   # the private PostgreSQL tree (50 MB)
 
 # --- 5: criterion ----------------------------------------------------------------
 log "criterion: cargo bench --bench core ${CRITERION_ARGS[*]}"
+# Its own target directory: `cargo pgrx package` builds the crate in the same
+# profile with other settings, and sharing target/ would rebuild it each run.
+export CARGO_TARGET_DIR="$ROOT/target/bench-core"
 (cd "$ROOT" && cargo bench --bench core -- "${CRITERION_ARGS[@]}") > "$OUT/criterion.log" 2>&1 ||
   { tail -30 "$OUT/criterion.log"; exit 1; }
-for d in "$ROOT"/target/criterion/issue/*/; do
+for d in "$CARGO_TARGET_DIR"/criterion/issue/*/; do
   name=$(basename "$d")
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["median"]["point_estimate"])' \
     "$d/new/estimates.json" | while read -r ns; do record criterion_ns "$name" 0 1 "$ns"; done

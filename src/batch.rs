@@ -88,13 +88,8 @@ fn snowflake_next_batch_array(n: i32) -> Vec<i64> {
 mod tests {
     // The test server preloads the extension with node id 42 and the default
     // 41/10/12 layout and 5 s drift limit (see `crate::pg_test`).
+    use crate::sql::tests::one;
     use pgrx::prelude::*;
-
-    fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
-        Spi::get_one::<T>(sql)
-            .expect("query runs")
-            .expect("not null")
-    }
 
     /// The `(time, sequence)` pair of an ID in SQL: consecutive pairs differ by 1.
     const PAIR: &str = "((x >> 22) << 12 | (x & 4095))";

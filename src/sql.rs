@@ -366,12 +366,13 @@ REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
-mod tests {
+pub(crate) mod tests {
     // Runs inside a server started by `cargo pgrx test` with the library
     // preloaded and `snowflake_id.node_id = 42` (see `crate::pg_test`).
     use pgrx::prelude::*;
 
-    fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
+    /// The one value `sql` returns (also used by the other modules' tests).
+    pub(crate) fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
         Spi::get_one::<T>(sql)
             .expect("query runs")
             .expect("not null")
