@@ -7,7 +7,7 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:293
+-- src/sql.rs:310
 -- snowflake_id::sql::snowflake_accept_configuration
 CREATE  FUNCTION "snowflake_accept_configuration"() RETURNS TEXT /* String */
 STRICT VOLATILE PARALLEL UNSAFE
@@ -29,7 +29,7 @@ AS 'MODULE_PATHNAME', 'snowflake_convert_column_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:147
+-- src/sql.rs:163
 -- snowflake_id::sql::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint /* i64 */
@@ -56,7 +56,7 @@ AS 'MODULE_PATHNAME', 'snowflake_encode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:188
+-- src/sql.rs:204
 -- snowflake_id::sql::snowflake_from_timestamp
 CREATE  FUNCTION "snowflake_from_timestamp"(
 	"ts" timestamp with time zone /* TimestampWithTimeZone */
@@ -67,7 +67,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:109
+-- src/sql.rs:125
 -- snowflake_id::sql::snowflake_next
 CREATE  FUNCTION "snowflake_next"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE
@@ -76,7 +76,29 @@ AS 'MODULE_PATHNAME', 'snowflake_next_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:175
+-- src/batch.rs:74
+-- snowflake_id::batch::snowflake_next_batch
+CREATE  FUNCTION "snowflake_next_batch"(
+	"n" INT /* i32 */
+) RETURNS SETOF bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_next_batch_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/batch.rs:81
+-- snowflake_id::batch::snowflake_next_batch_array
+CREATE  FUNCTION "snowflake_next_batch_array"(
+	"n" INT /* i32 */
+) RETURNS bigint[] /* Vec < i64 > */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_next_batch_array_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql.rs:191
 -- snowflake_id::sql::snowflake_node
 CREATE  FUNCTION "snowflake_node"(
 	"id" bigint /* i64 */
@@ -128,7 +150,7 @@ AS 'MODULE_PATHNAME', 'snowflake_parse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:181
+-- src/sql.rs:197
 -- snowflake_id::sql::snowflake_sequence
 CREATE  FUNCTION "snowflake_sequence"(
 	"id" bigint /* i64 */
@@ -139,7 +161,7 @@ AS 'MODULE_PATHNAME', 'snowflake_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:230
+-- src/sql.rs:246
 -- snowflake_id::sql::snowflake_stats
 CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"node_id" INT,  /* Option < i32 > */
@@ -167,7 +189,7 @@ AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:168
+-- src/sql.rs:184
 -- snowflake_id::sql::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint /* i64 */
@@ -178,7 +200,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:339
+-- src/sql.rs:356
 -- finalize
 
 -- Fail CREATE EXTENSION at once when the library is not preloaded, instead

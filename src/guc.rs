@@ -115,6 +115,10 @@ pub fn config() -> Option<&'static Config> {
     CONFIG.get()
 }
 
+/// Read on every call of `snowflake_next()`: straight from the setting's
+/// storage, without `GucSetting::get`'s thread check (backends are single
+/// threaded, and PostgreSQL only changes the value between statements).
 pub fn max_clock_drift_ms() -> u64 {
-    MAX_CLOCK_DRIFT.get().max(0) as u64
+    // SAFETY: the pointer is to a static that PostgreSQL updates in place.
+    unsafe { *MAX_CLOCK_DRIFT.as_ptr() }.max(0) as u64
 }

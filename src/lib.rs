@@ -34,6 +34,7 @@
 //! - [`server_env`]: the clock, sleep, lease writer and log that the
 //!   generator uses inside PostgreSQL;
 //! - [`sql`]: the SQL functions;
+//! - [`batch`]: `snowflake_next_batch`: many IDs with one compare-and-swap;
 //! - [`convert`]: `snowflake_convert_column` (existing tables to snowflake IDs);
 //! - [`text_forms`]: `snowflake_encode` / `snowflake_parse` (IDs as text);
 //! - [`lease_worker`]: the background worker;
@@ -42,6 +43,7 @@
 
 use pgrx::prelude::*;
 
+mod batch;
 mod cluster;
 mod convert;
 pub mod core;

@@ -2,24 +2,71 @@
 //! interruptible sleep, the lease writer and the clock-step warning.
 
 use crate::core::config::Config;
-use crate::core::generator::{Environment, GenerateError, SharedState};
+use crate::core::generator::{Counters, Environment, GenerateError, SharedState};
 use crate::errors;
-use crate::shmem::Shared;
+use crate::shmem::{self, Shared};
+use pgrx::prelude::*;
 use pgrx::{pg_sys, PgSqlErrorCode};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
-/// The wall clock in microseconds since 1970 (`clock_gettime`, through the
-/// vDSO: no system call).
+/// `CLOCK_REALTIME` as (seconds, nanoseconds) since 1970: `clock_gettime`
+/// through the vDSO, no system call. Called directly rather than through
+/// `SystemTime`, whose `Duration` arithmetic cost a tenth of a call of
+/// `snowflake_next()` (measured with perf, see bench/README.md).
+fn realtime() -> (i64, i64) {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid pointer; CLOCK_REALTIME cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    // tv_nsec is within 0 .. 1e9 also before 1970, so these round down.
+    // (The casts are needed where time_t and c_long are 32 bits.)
+    #[allow(clippy::unnecessary_cast)]
+    (ts.tv_sec as i64, ts.tv_nsec as i64)
+}
+
+/// The wall clock in microseconds since 1970.
 pub fn unix_now_us() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_micros() as i64,
-        Err(e) => -(e.duration().as_micros() as i64),
-    }
+    let (s, ns) = realtime();
+    s * 1_000_000 + ns / 1_000
 }
 
 /// The wall clock in milliseconds since 1970.
 pub fn unix_now_ms() -> i64 {
-    unix_now_us().div_euclid(1000)
+    let (s, ns) = realtime();
+    s * 1_000 + ns / 1_000_000
+}
+
+/// IDs this backend issued that are not yet added to the shared
+/// `ids_issued` counter. Only this backend touches it (a plain load and
+/// store, no locked instruction).
+static PENDING_IDS: AtomicU64 = AtomicU64::new(0);
+/// Whether this backend registered [`flush_at_transaction_end`].
+static FLUSH_REGISTERED: AtomicBool = AtomicBool::new(false);
+/// A long statement's IDs show up in the statistics at least this often.
+const FLUSH_EVERY: u64 = 1 << 16;
+
+/// Adds this backend's pending count to `counters.ids_issued`.
+pub fn flush_issued(counters: &Counters) {
+    let pending = PENDING_IDS.swap(0, Ordering::Relaxed);
+    if pending > 0 {
+        counters.ids_issued.fetch_add(pending, Ordering::Relaxed);
+    }
+}
+
+/// At the end of every transaction (commit or abort, also of parallel
+/// workers, and when a backend exits, which aborts its transaction), the
+/// backend's IDs are added to the shared counter.
+#[pg_guard]
+unsafe extern "C-unwind" fn flush_at_transaction_end(
+    _event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    if let Some(shared) = shmem::shared() {
+        flush_issued(&shared.generator.counters);
+    }
 }
 
 pub struct ServerEnv<'a> {
@@ -89,6 +136,23 @@ impl Environment for ServerEnv<'_> {
 
     fn extend_lease(&mut self, _state: &SharedState, until_ms: u64) -> Result<(), GenerateError> {
         self.shared.extend_lease(self.config, until_ms)
+    }
+
+    /// Counted locally and added to the shared counter at the end of the
+    /// transaction, every [`FLUSH_EVERY`] IDs, and when `snowflake_stats()`
+    /// runs in this backend.
+    fn count_issued(&mut self, counters: &Counters, count: u64) {
+        let pending = PENDING_IDS.load(Ordering::Relaxed) + count;
+        PENDING_IDS.store(pending, Ordering::Relaxed);
+        if !FLUSH_REGISTERED.load(Ordering::Relaxed) {
+            FLUSH_REGISTERED.store(true, Ordering::Relaxed);
+            unsafe {
+                pg_sys::RegisterXactCallback(Some(flush_at_transaction_end), std::ptr::null_mut())
+            };
+        }
+        if pending >= FLUSH_EVERY {
+            flush_issued(counters);
+        }
     }
 
     fn clock_stepped_back(&mut self, step_ms: u64) {

@@ -10,7 +10,7 @@ use crate::server_env::ServerEnv;
 use crate::shmem::{self, Blocked, Refusal, Shared};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode as Code;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The configuration and shared state, or the "not preloaded" error.
 pub(crate) fn ready() -> (&'static Config, &'static Shared) {
@@ -26,7 +26,7 @@ fn config() -> &'static Config {
 }
 
 /// Checks that this server may issue IDs now and returns its node id.
-fn issuing_node(config: &Config, shared: &Shared) -> u64 {
+pub(crate) fn issuing_node(config: &Config, shared: &Shared) -> u64 {
     let Some(node) = config.node_id else {
         raise(
             Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -62,7 +62,7 @@ fn issuing_node(config: &Config, shared: &Shared) -> u64 {
             "Make the file readable by the server's operating system user, then restart the server.",
         ),
     }
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if in_recovery() {
         raise(
             Code::ERRCODE_READ_ONLY_SQL_TRANSACTION,
             "cannot issue IDs on a server in recovery (a standby)",
@@ -72,8 +72,24 @@ fn issuing_node(config: &Config, shared: &Shared) -> u64 {
     node
 }
 
+/// Whether the server is in recovery. A backend that saw recovery end never
+/// sees it again (promotion is one way; a restart makes new backends), so
+/// PostgreSQL is asked only until then: the call through pgrx's error guard
+/// cost a twentieth of `snowflake_next()`.
+fn in_recovery() -> bool {
+    static RECOVERY_ENDED: AtomicBool = AtomicBool::new(false);
+    if RECOVERY_ENDED.load(Ordering::Relaxed) {
+        return false;
+    }
+    let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
+    if !in_recovery {
+        RECOVERY_ENDED.store(true, Ordering::Relaxed);
+    }
+    in_recovery
+}
+
 /// Issues `count` IDs or raises the matching error.
-fn issue(config: &Config, shared: &Shared, count: u64) -> IssuedRange {
+pub(crate) fn issue(config: &Config, shared: &Shared, count: u64) -> IssuedRange {
     let policy = DriftPolicy {
         max_drift_ms: guc::max_clock_drift_ms(),
     };
@@ -255,6 +271,7 @@ fn snowflake_stats() -> TableIterator<
     let layout = &config.layout;
     let g = &shared.generator;
     let c = &g.counters;
+    crate::server_env::flush_issued(c);
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as i64;
     let issued = load(&c.ids_issued);
     let pair = g.pair.load(Ordering::Acquire);
@@ -349,12 +366,13 @@ REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
-mod tests {
+pub(crate) mod tests {
     // Runs inside a server started by `cargo pgrx test` with the library
     // preloaded and `snowflake_id.node_id = 42` (see `crate::pg_test`).
     use pgrx::prelude::*;
 
-    fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
+    /// The one value `sql` returns (also used by the other modules' tests).
+    pub(crate) fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
         Spi::get_one::<T>(sql)
             .expect("query runs")
             .expect("not null")

@@ -161,6 +161,24 @@ pub enum GenerateError {
     Lease(String),
 }
 
+/// The absolute upper bound on one batch, whatever the drift limit: a
+/// batch's IDs are materialised in memory (100,000,000 `bigint`s are 800 MB),
+/// and at the layout's 4,096,000 IDs/s a larger one would hold a backend for
+/// half a minute.
+pub const MAX_BATCH: u64 = 100_000_000;
+
+/// The largest batch [`issue`] accepts under `policy`: at most [`MAX_BATCH`],
+/// and no more than fit in `max_clock_drift + 1` milliseconds, because even
+/// started at the first pair of a millisecond a larger batch would end more
+/// than the drift limit ahead of the clock ([`GenerateError::BatchTooLarge`]).
+pub fn max_batch(layout: &IdLayout, policy: DriftPolicy) -> u64 {
+    policy
+        .max_drift_ms
+        .saturating_add(1)
+        .saturating_mul(layout.ids_per_ms())
+        .min(MAX_BATCH)
+}
+
 /// What the generator needs from the world.
 pub trait Environment {
     /// The wall clock in milliseconds since the configured epoch (negative
@@ -175,6 +193,12 @@ pub trait Environment {
     /// The clock was seen stepping back by `step_ms` (called once per step,
     /// by the backend that noticed it first).
     fn clock_stepped_back(&mut self, step_ms: u64);
+    /// Counts `count` newly issued IDs in `counters.ids_issued`. The server
+    /// defers this per backend, to keep a second locked instruction (and a
+    /// second contended cache line) off the hot path.
+    fn count_issued(&mut self, counters: &Counters, count: u64) {
+        counters.ids_issued.fetch_add(count, Ordering::Relaxed);
+    }
 }
 
 /// The lease to write when IDs up to `needed_ms` must be covered: a window
@@ -283,7 +307,7 @@ pub fn issue(
             .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            counters.ids_issued.fetch_add(count, Ordering::Relaxed);
+            env.count_issued(counters, count);
             let frontier = layout.pair_time(last).max(now.max(0) as u64);
             if end_time > frontier {
                 counters
@@ -523,6 +547,54 @@ mod tests {
             })
         );
         assert!(issue(&s, &l, DriftPolicy { max_drift_ms: 2 }, 3 * 4096, &mut env).is_ok());
+    }
+
+    #[test]
+    fn max_batch_is_the_largest_batch_issue_accepts() {
+        for (seq_bits, limit) in [(12, 0), (12, 2), (12, 5_000), (1, 10), (28, 5_000)] {
+            let l = IdLayout::new(0, seq_bits).unwrap();
+            let policy = DriftPolicy {
+                max_drift_ms: limit,
+            };
+            let max = max_batch(&l, policy);
+            let s = SharedState::default();
+            s.resume_after_lease(&l, None);
+            let mut env = Script::new(1_000);
+            env.layout = l;
+            if max < MAX_BATCH {
+                assert_eq!(max, (limit + 1) * l.ids_per_ms());
+                assert!(matches!(
+                    issue(&s, &l, policy, max + 1, &mut env),
+                    Err(GenerateError::BatchTooLarge { .. })
+                ));
+            }
+            assert!(max <= MAX_BATCH);
+            // Small enough batches to check in memory: the bound itself is accepted.
+            if max <= 1 << 24 {
+                assert!(
+                    issue(&s, &l, policy, max, &mut env).is_ok(),
+                    "{seq_bits} {limit}"
+                );
+            }
+        }
+        assert_eq!(
+            max_batch(
+                &IdLayout::default(),
+                DriftPolicy {
+                    max_drift_ms: 5_000
+                }
+            ),
+            5_001 * 4_096
+        );
+        assert_eq!(
+            max_batch(
+                &IdLayout::default(),
+                DriftPolicy {
+                    max_drift_ms: 60_000
+                }
+            ),
+            MAX_BATCH
+        );
     }
 
     #[test]

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# The benchmark suite: snowflake_id against the usual ways to make keys in
+# PostgreSQL, in one run, interleaved and repeated, on a throwaway cluster.
+#
+#   bench/run.sh            quick mode (the default): one repetition, short runs, < 2 min
+#   bench/run.sh --quick
+#   bench/run.sh --full     five repetitions (three for the long runs), < 20 min
+#
+# Writes docs/benchmark.md (medians, ratios, the targets of issue 5) and
+# docs/benchmark.png (pgbench throughput against clients), and keeps the raw
+# numbers in bench/results/<date>/. Generators compared:
+#   snowflake   snowflake_next()
+#   bigserial   nextval() of a plain sequence (what bigserial uses)
+#   cache100    nextval() of a sequence with CACHE 100
+#   uuid        gen_random_uuid()
+#   instagram   Instagram's PL/pgSQL next_id() (a sequence, the clock, shifts)
+#   select1     SELECT 1, the floor for one-call transactions (pgbench only)
+# Benchmarks:
+#   1. one session: SELECT count(x) FROM (SELECT <gen> AS x FROM generate_series(1, N)) s,
+#      N = 1,000,000 and 10,000,000 (snowflake_id with max_clock_drift = 60s, so
+#      it is not throttled, and once more with 10ms, where it is throttled to
+#      the layout's 4,096,000 IDs/s);
+#   2. pgbench -M prepared, one call per transaction, 1, 4, 16 and 64 clients;
+#   3. INSERT ... SELECT of 1,000,000 rows (250,000 in quick mode) into a
+#      table whose primary key defaults to the generator: rows/s and the
+#      primary key's size;
+#   4. snowflake_next_batch(1000000) in FROM and in the select list, and
+#      snowflake_next_batch_array(1000000);
+#   5. the criterion benchmark of the pure core (cargo bench --bench core).
+#
+# The extension is built in release mode with `cargo pgrx package` and run
+# from a private copy of the PostgreSQL 15 installation (see bench/lib.sh),
+# so the benchmark neither touches nor depends on the extension installed on
+# the machine, and other users' installs cannot change it mid-run. Clusters
+# come from tests/integration/lib.sh (127.0.0.1, own port, stopped at exit).
+# Needs: what scripts/setup.sh installs, and python3 (matplotlib is installed
+# into bench/.venv from PyPI on the first run).
+set -euo pipefail
+BENCH=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$BENCH/.." && pwd)
+
+MODE=quick
+for arg in "$@"; do
+  case $arg in
+    --quick) MODE=quick ;;
+    --full) MODE=full ;;
+    -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
+    *) echo "usage: bench/run.sh [--quick|--full]" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$MODE" = full ]; then
+  REPS=5          # one session at 1M, inserts, batches
+  LONG_REPS=3     # one session at 10M, pgbench
+  PGBENCH_SECONDS=5
+  LONG_GENS="snowflake bigserial cache100 uuid instagram"
+  CRITERION_ARGS=(--warm-up-time 2 --measurement-time 4)
+  INSERT_ROWS=1000000
+else
+  REPS=1
+  LONG_REPS=1
+  PGBENCH_SECONDS=1
+  LONG_GENS="snowflake bigserial"
+  CRITERION_ARGS=(--warm-up-time 0.3 --measurement-time 0.7)
+  INSERT_ROWS=250000
+fi
+GENS="snowflake bigserial cache100 uuid instagram"
+CLIENTS="1 4 16 64"
+
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+OUT="$BENCH/results/$STAMP"
+mkdir -p "$OUT"
+RAW="$OUT/raw.tsv"
+printf 'bench\tgenerator\tparam\trep\tvalue\n' > "$RAW"
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$OUT/run.log"; }
+record() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >> "$RAW"; }
+
+log "mode $MODE; results in $OUT"
+
+# --- build, cluster, schema (bench/lib.sh) --------------------------------------
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$BENCH/lib.sh"
+bench_build "$OUT"
+# shellcheck source-path=SCRIPTDIR source=../tests/integration/lib.sh
+. "$ROOT/tests/integration/lib.sh"
+bench_cluster
+log "cluster on 127.0.0.1:$PORT, PostgreSQL $(sql_value bench 'SHOW server_version')"
+
+# rotate N WORDS...: the words starting at position N mod count, so each
+# generator takes every position in turn over the repetitions.
+rotate() {
+  local n=$1; shift
+  local -a w=("$@")
+  local k=$(( n % ${#w[@]} ))
+  echo "${w[@]:k}" "${w[@]:0:k}"
+}
+
+# timed_ms SQL [WARMUP]: milliseconds SQL took (psql's \timing), in a fresh
+# session that first runs WARMUP (untimed), so that catalog caches, plans
+# and the first-call set-up of each function are not part of the figure.
+timed_ms() {
+  psql_on bench -At -c "${2:-SELECT 1}" -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1
+}
+
+# drift_settle: wait until snowflake_id's IDs no longer run ahead of the
+# clock (earlier runs borrowed milliseconds), so each run starts alike.
+drift_settle() {
+  local d
+  for _ in $(seq 1 200); do
+    d=$(sql_value bench "SELECT coalesce(drift_ms, 0) FROM snowflake_stats()")
+    [ "$d" -le 0 ] && return 0
+    sleep 0.1
+  done
+}
+
+set_drift() {
+  psql_on bench -c "ALTER SYSTEM SET snowflake_id.max_clock_drift = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 0.3
+}
+
+one_session() {
+  local gen=$1 n=$2 rep=$3 ms
+  [ "$gen" = snowflake ] && drift_settle
+  ms=$(timed_ms "SELECT count(x) FROM (SELECT $(gen_expr "$gen") AS x FROM generate_series(1, $n)) s" \
+               "SELECT count(x) FROM (SELECT $(gen_expr "$gen") AS x FROM generate_series(1, 1000)) s")
+  record one_session "$gen" "$n" "$rep" "$(awk -v n="$n" -v ms="$ms" 'BEGIN { printf "%.0f", n / ms * 1000 }')"
+}
+
+# --- 1 and 4: one session, batches -------------------------------------------
+log "one session, N = 1,000,000 ($REPS repetitions) and 10,000,000 ($LONG_REPS; $LONG_GENS), and batches"
+# Each generator's 10M run follows its 1M run, so that load from outside the
+# benchmark affects both alike.
+for rep in $(seq 1 "$REPS"); do
+  for gen in $(rotate "$rep" $GENS batch_from batch_select batch_array); do
+    case $gen in
+      batch_*)
+        case $gen in
+          batch_from) sql="SELECT count(x) FROM snowflake_next_batch(%d) x" ;;
+          batch_select) sql="SELECT count(x) FROM (SELECT snowflake_next_batch(%d) AS x) s" ;;
+          batch_array) sql="SELECT cardinality(snowflake_next_batch_array(%d))" ;;
+        esac
+        drift_settle
+        # shellcheck disable=SC2059
+        ms=$(timed_ms "$(printf "$sql" 1000000)" "$(printf "$sql" 1000)")
+        record batch "$gen" 1000000 "$rep" "$(awk -v ms="$ms" 'BEGIN { printf "%.0f", 1e6 / ms * 1000 }')" ;;
+      *)
+        one_session "$gen" 1000000 "$rep"
+        if [ "$rep" -le "$LONG_REPS" ] && [[ " $LONG_GENS " == *" $gen "* ]]; then
+          one_session "$gen" 10000000 "$rep"
+        fi ;;
+    esac
+  done
+done
+
+log "one session, N = 10,000,000, snowflake_id throttled (max_clock_drift = 10ms)"
+set_drift 10ms
+for rep in $(seq 1 "$LONG_REPS"); do
+  drift_settle
+  ms=$(timed_ms "SELECT count(x) FROM (SELECT snowflake_next() AS x FROM generate_series(1, 10000000)) s" \
+               "SELECT count(x) FROM (SELECT snowflake_next() AS x FROM generate_series(1, 1000)) s")
+  record one_session snowflake_throttled 10000000 "$rep" "$(awk -v ms="$ms" 'BEGIN { printf "%.0f", 1e7 / ms * 1000 }')"
+done
+psql_on bench -At -c "SELECT 'throttled run stats: waits=' || waits || ' wait_time_ms=' || round(wait_time_ms::numeric) || ' max_drift_ms=' || max_drift_ms FROM snowflake_stats()" | tee -a "$OUT/run.log"
+set_drift 60s
+
+# --- 3: bulk insert with the default -----------------------------------------
+log "INSERT $INSERT_ROWS rows with the generator as the primary key default ($REPS repetitions)"
+table_ddl() {
+  case $1 in
+    uuid) echo "CREATE TABLE ins_$1 (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)" ;;
+    *) echo "CREATE TABLE ins_$1 (id bigint PRIMARY KEY DEFAULT $(gen_expr "$1"), v int)" ;;
+  esac
+}
+for rep in $(seq 1 "$REPS"); do
+  for gen in $(rotate "$rep" $GENS); do
+    psql_on bench -c "DROP TABLE IF EXISTS ins_$gen" -c "$(table_ddl "$gen")" -c "CHECKPOINT" 2>/dev/null
+    [ "$gen" = snowflake ] && drift_settle
+    ms=$(timed_ms "INSERT INTO ins_$gen (v) SELECT g FROM generate_series(1, $INSERT_ROWS) g" "SELECT $(gen_expr "$gen")")
+    record insert "$gen" "$INSERT_ROWS" "$rep" "$(awk -v n="$INSERT_ROWS" -v ms="$ms" 'BEGIN { printf "%.0f", n / ms * 1000 }')"
+    record pkey_bytes "$gen" "$INSERT_ROWS" "$rep" "$(sql_value bench "SELECT pg_relation_size('ins_${gen}_pkey')")"
+    psql_on bench -c "DROP TABLE ins_$gen"
+  done
+done
+
+# --- 2: pgbench, one call per transaction -----------------------------------
+log "pgbench -M prepared, one call per transaction, clients $CLIENTS, ${PGBENCH_SECONDS}s each ($LONG_REPS repetitions)"
+for gen in $GENS select1; do
+  echo "SELECT $(gen_expr "$gen");" > "$OUT/pgbench_$gen.sql"
+done
+for rep in $(seq 1 "$LONG_REPS"); do
+  for c in $CLIENTS; do
+    for gen in $(rotate "$rep" $GENS select1); do
+      j=$(( c < 2 ? c : 2 ))
+      tps=$(pgbench -h 127.0.0.1 -p "$PORT" -U postgres -n -M prepared -c "$c" -j "$j" \
+              -T "$PGBENCH_SECONDS" -f "$OUT/pgbench_$gen.sql" postgres 2>>"$OUT/pgbench.err" |
+            sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | tail -1)
+      record pgbench "$gen" "$c" "$rep" "${tps:-0}"
+    done
+  done
+done
+psql_on bench -x -c "SELECT * FROM snowflake_stats()" > "$OUT/stats.txt"
+cluster_stop bench
+PG_VERSION_LINE=$("$PG_BIN/postgres" --version)
+rm -rf "$OUT/pg"   # the private PostgreSQL tree (50 MB)
+
+# --- 5: criterion ----------------------------------------------------------------
+log "criterion: cargo bench --bench core ${CRITERION_ARGS[*]}"
+# Its own target directory: `cargo pgrx package` builds the crate in the same
+# profile with other settings, and sharing target/ would rebuild it each run.
+export CARGO_TARGET_DIR="$ROOT/target/bench-core"
+(cd "$ROOT" && cargo bench --bench core -- "${CRITERION_ARGS[@]}") > "$OUT/criterion.log" 2>&1 ||
+  { tail -30 "$OUT/criterion.log"; exit 1; }
+for d in "$CARGO_TARGET_DIR"/criterion/issue/*/; do
+  name=$(basename "$d")
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["median"]["point_estimate"])' \
+    "$d/new/estimates.json" | while read -r ns; do record criterion_ns "$name" 0 1 "$ns"; done
+done
+
+# --- report -----------------------------------------------------------------------
+{
+  echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "mode=$MODE"
+  echo "cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+  echo "cores=$(nproc)"
+  echo "memory=$(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo)"
+  echo "kernel=$(uname -r)"
+  echo "postgres=$PG_VERSION_LINE"
+  echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)"
+  echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "git=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo '+changes')"
+} > "$OUT/machine.txt"
+
+VENV="$BENCH/.venv"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
+  log "installing matplotlib into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q matplotlib
+fi
+"$VENV/bin/python" "$BENCH/report.py" "$OUT" "$ROOT/docs"
+log "done: docs/benchmark.md, docs/benchmark.png (raw data in $OUT)"

@@ -1,0 +1,207 @@
+//! Batches: `snowflake_next_batch(n)` and `snowflake_next_batch_array(n)`
+//! reserve `n` consecutive IDs with one compare-and-swap.
+//!
+//! A batch is exactly what `n` calls of `snowflake_next()` in a row would
+//! have returned if nothing else had issued IDs in between: consecutive
+//! `(time, sequence)` pairs, all greater than every ID issued before, and it
+//! obeys the same drift rules (it borrows milliseconds, waits for the clock
+//! like the equivalent single calls, fails the same way when the clock is far
+//! behind). Two bounds apply to `n`, both checked before anything is issued:
+//! [`MAX_BATCH`] (100,000,000) and what fits in `max_clock_drift + 1`
+//! milliseconds ([`max_batch`]; 20,484,096 with the defaults).
+
+use crate::core::generator::{max_batch, DriftPolicy, IssuedRange, MAX_BATCH};
+use crate::core::layout::IdLayout;
+use crate::errors::raise;
+use crate::guc;
+use crate::sql::{issue, issuing_node, ready};
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode as Code;
+
+/// Validates `n` and issues the batch. Returns the layout and node to turn
+/// its pairs into IDs.
+fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
+    let (config, shared) = ready();
+    let layout = config.layout;
+    let policy = DriftPolicy {
+        max_drift_ms: guc::max_clock_drift_ms(),
+    };
+    let max = max_batch(&layout, policy);
+    if n < 1 {
+        raise(
+            Code::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("the batch size must be positive, not {n}"),
+            format!("Ask for 1 to {max} IDs at a time."),
+        );
+    }
+    let count = n as u64;
+    if count > max {
+        let why = if max == MAX_BATCH {
+            format!("the largest batch is {MAX_BATCH} IDs")
+        } else {
+            format!(
+                "snowflake_id.max_clock_drift ({} ms) allows at most {max} IDs in one batch ({} ms of {} IDs each)",
+                policy.max_drift_ms,
+                policy.max_drift_ms + 1,
+                layout.ids_per_ms()
+            )
+        };
+        raise(
+            Code::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("a batch of {n} IDs is too large: {why}"),
+            if max == MAX_BATCH {
+                "Ask for fewer IDs per call and call again for more.".to_string()
+            } else {
+                format!(
+                    "Ask for at most {max} IDs per call, or raise snowflake_id.max_clock_drift (each millisecond allows {} more IDs, up to {MAX_BATCH}).",
+                    layout.ids_per_ms()
+                )
+            },
+        );
+    }
+    let node = issuing_node(config, shared);
+    (layout, node, issue(config, shared, count))
+}
+
+fn ids(n: i32) -> impl Iterator<Item = i64> {
+    let (layout, node, range) = reserve(n);
+    (range.first_pair..=range.last_pair()).map(move |pair| layout.id_of_pair(pair, node))
+}
+
+/// `n` consecutive IDs of this server, in increasing order, reserved with
+/// one compare-and-swap: the same IDs as `n` calls of `snowflake_next()` in
+/// a row when nothing else issues IDs meanwhile.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_next_batch(n: i32) -> SetOfIterator<'static, i64> {
+    SetOfIterator::new(ids(n))
+}
+
+/// Like `snowflake_next_batch(n)`, as one `bigint[]` (PostgreSQL cannot
+/// overload a function on its result type, hence the name).
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_next_batch_array(n: i32) -> Vec<i64> {
+    ids(n).collect()
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    // The test server preloads the extension with node id 42 and the default
+    // 41/10/12 layout and 5 s drift limit (see `crate::pg_test`).
+    use crate::sql::tests::one;
+    use pgrx::prelude::*;
+
+    /// The `(time, sequence)` pair of an ID in SQL: consecutive pairs differ by 1.
+    const PAIR: &str = "((x >> 22) << 12 | (x & 4095))";
+
+    #[pg_test]
+    fn batch_is_consecutive_distinct_and_after_earlier_ids() {
+        let before: i64 = one("SELECT snowflake_next()");
+        Spi::run("CREATE TEMP TABLE b AS SELECT row_number() OVER () AS i, x FROM snowflake_next_batch(100000) x").unwrap();
+        let after: i64 = one("SELECT snowflake_next()");
+        assert_eq!(one::<i64>("SELECT count(DISTINCT x) FROM b"), 100_000);
+        assert_eq!(
+            one::<i64>("SELECT min(x) FROM b"),
+            one::<i64>("SELECT x FROM b WHERE i = 1")
+        );
+        assert!(one::<i64>("SELECT min(x) FROM b") > before);
+        assert!(one::<i64>("SELECT max(x) FROM b") < after);
+        // 100,000 IDs span at least 24 milliseconds: the batch crosses
+        // millisecond boundaries and stays consecutive across them.
+        let gaps: i64 = one(&format!(
+            "SELECT count(*) FROM (SELECT {PAIR} - lag({PAIR}) OVER (ORDER BY i) AS step FROM b) s WHERE step <> 1"
+        ));
+        assert_eq!(gaps, 0);
+        assert!(one::<i64>("SELECT count(DISTINCT x >> 22) FROM b") >= 24);
+        assert_eq!(
+            one::<i64>("SELECT count(*) FROM b WHERE snowflake_node(x) <> 42"),
+            0
+        );
+    }
+
+    #[pg_test]
+    fn array_is_consecutive_and_after_earlier_ids() {
+        let before: i64 = one("SELECT snowflake_next()");
+        Spi::run("CREATE TEMP TABLE a AS SELECT snowflake_next_batch_array(10000) AS ids").unwrap();
+        let after: i64 = one("SELECT snowflake_next()");
+        assert_eq!(one::<i32>("SELECT cardinality(ids) FROM a"), 10_000);
+        assert!(one::<i64>("SELECT ids[1] FROM a") > before);
+        assert!(one::<i64>("SELECT ids[10000] FROM a") < after);
+        let gaps: i64 = one(&format!(
+            "SELECT count(*) FROM (SELECT {PAIR} - lag({PAIR}) OVER (ORDER BY i) AS step
+               FROM a, unnest(ids) WITH ORDINALITY AS u(x, i)) s WHERE step <> 1"
+        ));
+        assert_eq!(gaps, 0);
+    }
+
+    #[pg_test]
+    fn a_batch_of_one_and_null() {
+        assert_eq!(
+            one::<i64>("SELECT count(*) FROM snowflake_next_batch(1)"),
+            1
+        );
+        assert_eq!(
+            one::<i64>("SELECT count(*) FROM snowflake_next_batch(NULL)"),
+            0
+        );
+        assert!(one::<bool>(
+            "SELECT snowflake_next_batch_array(NULL) IS NULL"
+        ));
+    }
+
+    #[pg_test]
+    fn batches_are_counted_in_the_stats() {
+        let before: i64 = one("SELECT ids_issued FROM snowflake_stats()");
+        Spi::run("SELECT count(*) FROM snowflake_next_batch(5000)").unwrap();
+        Spi::run("SELECT snowflake_next_batch_array(3000)").unwrap();
+        // Other tests issue IDs concurrently: at least these were counted
+        // (the exact count is checked by the pg_regress suite).
+        assert!(one::<i64>("SELECT ids_issued FROM snowflake_stats()") >= before + 8000);
+    }
+
+    /// Runs `sql`, which must fail; returns "SQLSTATE: message | hint".
+    fn error_of(sql: &str) -> String {
+        Spi::run(
+            "CREATE OR REPLACE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
+             DECLARE c text; m text; h text;
+             BEGIN EXECUTE sql; RETURN 'ok';
+             EXCEPTION WHEN OTHERS THEN
+               GET STACKED DIAGNOSTICS c = RETURNED_SQLSTATE, m = MESSAGE_TEXT, h = PG_EXCEPTION_HINT;
+               RETURN c || ': ' || m || ' | ' || h;
+             END $$",
+        )
+        .unwrap();
+        one(&format!("SELECT pg_temp.err($q${sql}$q$)"))
+    }
+
+    #[pg_test]
+    fn bad_sizes_are_refused_with_22023_and_a_hint() {
+        for sql in [
+            "SELECT count(*) FROM snowflake_next_batch(0)",
+            "SELECT snowflake_next_batch_array(-5)",
+        ] {
+            let e = error_of(sql);
+            assert!(
+                e.starts_with("22023: snowflake_id: the batch size must be positive"),
+                "{e}"
+            );
+            assert!(e.contains("| Ask for 1 to 20484096 IDs at a time."), "{e}");
+        }
+        let e = error_of("SELECT count(*) FROM snowflake_next_batch(20484097)");
+        assert!(e.starts_with("22023: snowflake_id: a batch of 20484097 IDs is too large: snowflake_id.max_clock_drift (5000 ms) allows at most 20484096"), "{e}");
+        assert!(e.contains("raise snowflake_id.max_clock_drift"), "{e}");
+        let e = error_of("SELECT snowflake_next_batch_array(100000001)");
+        assert!(
+            e.starts_with("22023: snowflake_id: a batch of 100000001 IDs is too large"),
+            "{e}"
+        );
+    }
+
+    #[pg_test]
+    fn batch_functions_have_the_documented_volatility_and_parallel_safety() {
+        assert_eq!(
+            one::<String>("SELECT string_agg(proname || ':' || provolatile::text || proparallel::text || proisstrict::int || proretset::int, ',' ORDER BY proname) FROM pg_proc WHERE proname LIKE 'snowflake_next_batch%'"),
+            "snowflake_next_batch:vs11,snowflake_next_batch_array:vs10"
+        );
+    }
+}
