@@ -318,15 +318,7 @@ fn snowflake_convert_column(
             facts.target.column, facts.target.table
         ))
         .unwrap_or_else(|e| spi_failed(e));
-        let schema = facts
-            .snowflake_next
-            .trim_end_matches("snowflake_next()")
-            .to_string();
-        facts.first_new_id = Spi::get_one::<i64>(&format!(
-            "SELECT {schema}snowflake_from_timestamp(clock_timestamp())"
-        ))
-        .unwrap_or_else(|e| spi_failed(e))
-        .unwrap_or(0);
+        facts.first_new_id = crate::sql::first_id_from_now();
     }
 
     let plan = convert::plan(&facts).unwrap_or_else(|e| fail(e));

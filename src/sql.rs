@@ -120,6 +120,21 @@ pub(crate) fn issue(config: &Config, shared: &Shared, count: u64) -> IssuedRange
     }
 }
 
+/// A lower bound on every ID `snowflake_next()` issues from now on: after
+/// the generator's last pair (which a batch may have pushed ahead of the
+/// clock), and not before the current millisecond.
+pub(crate) fn first_id_from_now() -> i64 {
+    let (config, shared) = ready();
+    let layout = &config.layout;
+    let last = shared.generator.pair.load(Ordering::Acquire);
+    let now_ms = (ServerEnv::new(config, shared).now_ms().max(0) as u64).min(layout.max_time_ms());
+    let next = last
+        .saturating_add(1)
+        .max(layout.pair(now_ms, 0))
+        .min(layout.max_pair());
+    layout.id_of_pair(next, config.node_id.unwrap_or(0))
+}
+
 /// Issues the next ID of this server: unique, and greater than every ID this
 /// server issued before.
 #[pg_extern(volatile, parallel_safe)]
