@@ -1,14 +1,4 @@
 -- Batches: n consecutive IDs with one compare-and-swap.
--- (not in pg_temp: the test reconnects at the end)
-CREATE FUNCTION batch_try(sql text) RETURNS TABLE (code text, message text, hint text)
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN QUERY SELECT 'ok'::text, NULL::text, NULL::text;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
-    RETURN NEXT;
-END $$;
 -- The (time, sequence) pair of an ID: consecutive IDs have consecutive pairs.
 CREATE FUNCTION pg_temp.pair(id bigint) RETURNS bigint LANGUAGE sql IMMUTABLE
     AS $$ SELECT (id >> 22) << 12 | (id & 4095) $$;
@@ -47,10 +37,10 @@ SELECT count(*) FROM (SELECT snowflake_next_batch(3) FROM generate_series(1, 4))
 -- bad sizes: SQLSTATE 22023 with a hint; nothing is issued
 CREATE TABLE issued AS SELECT ids_issued FROM snowflake_stats();
 \x on
-SELECT * FROM batch_try($$SELECT count(*) FROM snowflake_next_batch(0)$$);
-SELECT * FROM batch_try($$SELECT snowflake_next_batch_array(-1)$$);
-SELECT * FROM batch_try($$SELECT count(*) FROM snowflake_next_batch(20484097)$$);
-SELECT * FROM batch_try($$SELECT snowflake_next_batch_array(100000001)$$);
+SELECT * FROM regress_try($$SELECT count(*) FROM snowflake_next_batch(0)$$);
+SELECT * FROM regress_try($$SELECT snowflake_next_batch_array(-1)$$);
+SELECT * FROM regress_try($$SELECT count(*) FROM snowflake_next_batch(20484097)$$);
+SELECT * FROM regress_try($$SELECT snowflake_next_batch_array(100000001)$$);
 \x off
 SELECT s.ids_issued = i.ids_issued AS nothing_issued FROM snowflake_stats() s, issued i;
 -- a batch counts n IDs
@@ -68,8 +58,8 @@ SELECT pg_sleep(0.5);
 \c
 SHOW snowflake_id.max_clock_drift;
 \x on
-SELECT * FROM batch_try($$SELECT snowflake_next_batch_array(100000001)$$);
-SELECT * FROM batch_try($$SELECT count(*) FROM snowflake_next_batch(0)$$);
+SELECT * FROM regress_try($$SELECT snowflake_next_batch_array(100000001)$$);
+SELECT * FROM regress_try($$SELECT count(*) FROM snowflake_next_batch(0)$$);
 \x off
 ALTER SYSTEM RESET snowflake_id.max_clock_drift;
 SELECT pg_reload_conf();
