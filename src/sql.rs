@@ -127,11 +127,8 @@ pub(crate) fn first_id_from_now() -> i64 {
     let (config, shared) = ready();
     let layout = &config.layout;
     let last = shared.generator.pair.load(Ordering::Acquire);
-    let now_ms = (ServerEnv::new(config, shared).now_ms().max(0) as u64).min(layout.max_time_ms());
-    let next = last
-        .saturating_add(1)
-        .max(layout.pair(now_ms, 0))
-        .min(layout.max_pair());
+    let now_ms = ServerEnv::new(config, shared).now_ms();
+    let next = generator::next_pair(layout, last, now_ms).min(layout.max_pair());
     layout.id_of_pair(next, config.node_id.unwrap_or(0))
 }
 

@@ -212,6 +212,16 @@ pub fn lease_target(state: &SharedState, layout: &IdLayout, needed_ms: u64) -> u
         .min(layout.max_time_ms())
 }
 
+/// The pair issued after `last` when the clock reads `now_ms`: one more than
+/// the last (which borrows the next millisecond when its sequence is used
+/// up), or the first of the current millisecond if that is later. A clock
+/// past the time field gives a pair past [`IdLayout::max_pair`] instead of
+/// overflowing the shift; callers check against it.
+pub fn next_pair(layout: &IdLayout, last: u64, now_ms: i64) -> u64 {
+    let now = (now_ms.max(0) as u64).min(layout.max_time_ms() + 1);
+    (last + 1).max(layout.pair(now, 0))
+}
+
 /// Reads the clock and notes a backward step, once per step: the step is
 /// recorded by whichever backend lowers `wall_ms` first; later readings of the
 /// stepped clock are not below it any more.
@@ -263,8 +273,7 @@ pub fn issue(
     loop {
         let last = state.pair.load(Ordering::Acquire);
         let now = observe_clock(state, env);
-        let now_pair = layout.pair(now.max(0) as u64, 0);
-        let first = (last + 1).max(now_pair);
+        let first = next_pair(layout, last, now);
         let end = first
             .checked_add(count - 1)
             .filter(|&e| e <= layout.max_pair());
@@ -681,6 +690,19 @@ mod tests {
         s.pair.store(l.max_pair() - 5, Ordering::SeqCst);
         let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 10, &mut env);
         assert_eq!(r, Err(GenerateError::TooMany { count: 10 }));
+    }
+
+    #[test]
+    fn next_pair_follows_the_clock_and_never_overflows() {
+        let l = IdLayout::default();
+        assert_eq!(next_pair(&l, l.pair(5, 7), 5), l.pair(5, 8));
+        assert_eq!(next_pair(&l, l.pair(5, 4095), 5), l.pair(6, 0));
+        assert_eq!(next_pair(&l, l.pair(5, 7), 9), l.pair(9, 0));
+        assert_eq!(next_pair(&l, l.pair(5, 7), -3), l.pair(5, 8));
+        // 35 time bits and 28 sequence bits: a clock far past the time
+        // field would overflow the shift; it lands just past the last pair.
+        let tight = IdLayout::new(0, 28).unwrap();
+        assert_eq!(next_pair(&tight, 0, i64::MAX), tight.max_pair() + 1);
     }
 
     #[test]
