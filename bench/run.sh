@@ -4,7 +4,8 @@
 #
 #   bench/run.sh            quick mode (the default): one repetition, short runs, < 2 min
 #   bench/run.sh --quick
-#   bench/run.sh --full     five repetitions (three for the long runs), < 20 min
+#   bench/run.sh --full     7 repetitions of the short runs, 5 of inserts and
+#                           pgbench, 3 of the long runs, < 20 min
 #
 # Writes docs/benchmark.md (medians, ratios, the targets of issue 5) and
 # docs/benchmark.png (pgbench throughput against clients), and keeps the raw
@@ -14,12 +15,17 @@
 #   cache100    nextval() of a sequence with CACHE 100
 #   uuid        gen_random_uuid()
 #   instagram   Instagram's PL/pgSQL next_id() (a sequence, the clock, shifts)
-#   select1     SELECT 1, the floor for one-call transactions (pgbench only)
+#   select1     the constant 1: the floor (SELECT 1 for one-call transactions,
+#               and the one-session query with no generator)
 # Benchmarks:
 #   1. one session: SELECT count(x) FROM (SELECT <gen> AS x FROM generate_series(1, N)) s,
 #      N = 1,000,000 and 10,000,000 (snowflake_id with max_clock_drift = 60s, so
-#      it is not throttled, and once more with 10ms, where it is throttled to
-#      the layout's 4,096,000 IDs/s);
+#      it is not throttled); the same query with the constant 1 in place of
+#      the generator is the floor (the series and the count), which the
+#      report subtracts to give each generator's own cost per call;
+#   1b. the throttle: 10,000,000 IDs from a streamed series, with
+#      max_clock_drift = 60s and then 10ms, where snowflake_id must keep to
+#      the layout's 4,096,000 IDs/s;
 #   2. pgbench -M prepared, one call per transaction, 1, 4, 16 and 64 clients;
 #   3. INSERT ... SELECT of 1,000,000 rows (250,000 in quick mode) into a
 #      table whose primary key defaults to the generator: rows/s and the
@@ -44,23 +50,30 @@ for arg in "$@"; do
   case $arg in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -e/{/^set -e/!p}' "$0"; exit 0 ;;
     *) echo "usage: bench/run.sh [--quick|--full]" >&2; exit 2 ;;
   esac
 done
 
+# Ratios are computed per repetition between runs made minutes apart at most,
+# and the report gives their median: on a shared 2-core machine, load from
+# outside drifts, so more short repetitions beat fewer long ones.
 if [ "$MODE" = full ]; then
-  REPS=5          # one session at 1M, inserts, batches
-  LONG_REPS=3     # one session at 10M, pgbench
-  PGBENCH_SECONDS=5
-  LONG_GENS="snowflake bigserial cache100 uuid instagram"
+  ONE_REPS=7      # one session at 1M, batches (each the median of 3 runs)
+  REPS=5          # inserts
+  LONG_REPS=3     # one session at 10M, the throttle
+  PGBENCH_REPS=5
+  PGBENCH_SECONDS=3
+  LONG_GENS="snowflake bigserial cache100 select1"
   CRITERION_ARGS=(--warm-up-time 2 --measurement-time 4)
   INSERT_ROWS=1000000
 else
+  ONE_REPS=1      # (each the median of 3 runs)
   REPS=1
   LONG_REPS=1
+  PGBENCH_REPS=1
   PGBENCH_SECONDS=1
-  LONG_GENS="snowflake bigserial"
+  LONG_GENS="snowflake bigserial select1"
   CRITERION_ARGS=(--warm-up-time 0.3 --measurement-time 0.7)
   INSERT_ROWS=250000
 fi
@@ -95,11 +108,17 @@ rotate() {
   echo "${w[@]:k}" "${w[@]:0:k}"
 }
 
-# timed_ms SQL [WARMUP]: milliseconds SQL took (psql's \timing), in a fresh
-# session that first runs WARMUP (untimed), so that catalog caches, plans
-# and the first-call set-up of each function are not part of the figure.
+# timed_ms SQL [WARMUP [K]]: milliseconds SQL took (psql's \timing), in a
+# fresh session that first runs WARMUP (untimed), so that catalog caches,
+# plans and the first-call set-up of each function are not part of the
+# figure. With K, SQL runs K times in that session and the median counts:
+# a run of a quarter of a second is easily hit by a pause of the VM.
 timed_ms() {
-  psql_on bench -At -c "${2:-SELECT 1}" -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1
+  local sql=$1 warm=${2:-SELECT 1} k=${3:-1}
+  local -a args=(-c "$warm" -c '\timing on')
+  for _ in $(seq 1 "$k"); do args+=(-c "$sql"); done
+  psql_on bench -At "${args[@]}" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' |
+    sort -n | awk '{ t[NR] = $1 } END { print t[int((NR + 1) / 2)] }'
 }
 
 # drift_settle: wait until snowflake_id's IDs no longer run ahead of the
@@ -119,19 +138,20 @@ set_drift() {
 }
 
 one_session() {
-  local gen=$1 n=$2 rep=$3 ms
+  local gen=$1 n=$2 rep=$3 ms k=1
   [ "$gen" = snowflake ] && drift_settle
+  [ "$n" -le 1000000 ] && k=3
   ms=$(timed_ms "SELECT count(x) FROM (SELECT $(gen_expr "$gen") AS x FROM generate_series(1, $n)) s" \
-               "SELECT count(x) FROM (SELECT $(gen_expr "$gen") AS x FROM generate_series(1, 1000)) s")
+               "SELECT count(x) FROM (SELECT $(gen_expr "$gen") AS x FROM generate_series(1, 1000)) s" "$k")
   record one_session "$gen" "$n" "$rep" "$(awk -v n="$n" -v ms="$ms" 'BEGIN { printf "%.0f", n / ms * 1000 }')"
 }
 
 # --- 1 and 4: one session, batches -------------------------------------------
-log "one session, N = 1,000,000 ($REPS repetitions) and 10,000,000 ($LONG_REPS; $LONG_GENS), and batches"
+log "one session, N = 1,000,000 ($ONE_REPS repetitions) and 10,000,000 ($LONG_REPS; $LONG_GENS), and batches"
 # Each generator's 10M run follows its 1M run, so that load from outside the
 # benchmark affects both alike.
-for rep in $(seq 1 "$REPS"); do
-  for gen in $(rotate "$rep" $GENS batch_from batch_select batch_array); do
+for rep in $(seq 1 "$ONE_REPS"); do
+  for gen in $(rotate "$rep" $GENS select1 batch_from batch_select batch_array); do
     case $gen in
       batch_*)
         case $gen in
@@ -141,7 +161,7 @@ for rep in $(seq 1 "$REPS"); do
         esac
         drift_settle
         # shellcheck disable=SC2059
-        ms=$(timed_ms "$(printf "$sql" 1000000)" "$(printf "$sql" 1000)")
+        ms=$(timed_ms "$(printf "$sql" 1000000)" "$(printf "$sql" 1000)" 3)
         record batch "$gen" 1000000 "$rep" "$(awk -v ms="$ms" 'BEGIN { printf "%.0f", 1e6 / ms * 1000 }')" ;;
       *)
         one_session "$gen" 1000000 "$rep"
@@ -152,16 +172,34 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-log "one session, N = 10,000,000, snowflake_id throttled (max_clock_drift = 10ms)"
-set_drift 10ms
-for rep in $(seq 1 "$LONG_REPS"); do
+# --- 1b: the throttle ---------------------------------------------------------
+# In the query above PostgreSQL materialises the whole series before the first
+# row reaches snowflake_next(), so the statement's rate mixes that phase with
+# the issuing. Here the series comes from a set-returning function in a select
+# list (ProjectSet), which streams: the statement is nearly all issuing, so its
+# rate shows the throttle. First with max_clock_drift = 60s (how fast one
+# session issues), then with 10ms, where it must keep to the layout's limit of
+# 4,096,000 IDs/s (10,000,000 IDs take at least 2,441 ms minus the 10 ms the
+# IDs may run ahead).
+log "the throttle: N = 10,000,000 with a streamed series, max_clock_drift 60s, then 10ms ($LONG_REPS repetitions)"
+STREAM_SQL="SELECT count(x) FROM (SELECT snowflake_next() AS x FROM (SELECT generate_series(1, %d)) g) s"
+stream_run() {
+  local name=$1 rep=$2 ms
   drift_settle
-  ms=$(timed_ms "SELECT count(x) FROM (SELECT snowflake_next() AS x FROM generate_series(1, 10000000)) s" \
-               "SELECT count(x) FROM (SELECT snowflake_next() AS x FROM generate_series(1, 1000)) s")
-  record one_session snowflake_throttled 10000000 "$rep" "$(awk -v ms="$ms" 'BEGIN { printf "%.0f", 1e7 / ms * 1000 }')"
+  # shellcheck disable=SC2059
+  ms=$(timed_ms "$(printf "$STREAM_SQL" 10000000)" "$(printf "$STREAM_SQL" 1000)")
+  record stream "$name" 10000000 "$rep" "$(awk -v ms="$ms" 'BEGIN { printf "%.0f", 1e7 / ms * 1000 }')"
+}
+for rep in $(seq 1 "$LONG_REPS"); do
+  stream_run snowflake "$rep"
+  set_drift 10ms
+  read -r waits0 wait_ms0 < <(sql_value bench "SELECT waits, wait_time_ms FROM snowflake_stats()" | tr '|' ' ')
+  stream_run snowflake_throttled "$rep"
+  read -r waits1 wait_ms1 < <(sql_value bench "SELECT waits, wait_time_ms FROM snowflake_stats()" | tr '|' ' ')
+  record throttle_waits snowflake_throttled 10000000 "$rep" "$((waits1 - waits0))"
+  record throttle_wait_ms snowflake_throttled 10000000 "$rep" "$(awk -v a="$wait_ms0" -v b="$wait_ms1" 'BEGIN { printf "%.0f", b - a }')"
+  set_drift 60s
 done
-psql_on bench -At -c "SELECT 'throttled run stats: waits=' || waits || ' wait_time_ms=' || round(wait_time_ms::numeric) || ' max_drift_ms=' || max_drift_ms FROM snowflake_stats()" | tee -a "$OUT/run.log"
-set_drift 60s
 
 # --- 3: bulk insert with the default -----------------------------------------
 log "INSERT $INSERT_ROWS rows with the generator as the primary key default ($REPS repetitions)"
@@ -183,11 +221,11 @@ for rep in $(seq 1 "$REPS"); do
 done
 
 # --- 2: pgbench, one call per transaction -----------------------------------
-log "pgbench -M prepared, one call per transaction, clients $CLIENTS, ${PGBENCH_SECONDS}s each ($LONG_REPS repetitions)"
+log "pgbench -M prepared, one call per transaction, clients $CLIENTS, ${PGBENCH_SECONDS}s each ($PGBENCH_REPS repetitions)"
 for gen in $GENS select1; do
   echo "SELECT $(gen_expr "$gen");" > "$OUT/pgbench_$gen.sql"
 done
-for rep in $(seq 1 "$LONG_REPS"); do
+for rep in $(seq 1 "$PGBENCH_REPS"); do
   for c in $CLIENTS; do
     for gen in $(rotate "$rep" $GENS select1); do
       j=$(( c < 2 ? c : 2 ))
