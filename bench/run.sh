@@ -265,7 +265,7 @@ done
   echo "postgres=$PG_VERSION_LINE"
   echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)"
   echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "git=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo '+changes')"
+  echo "git=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && git diff --quiet -- . ':!docs' 2>/dev/null || echo '+changes')"
 } > "$OUT/machine.txt"
 
 VENV="$BENCH/.venv"
