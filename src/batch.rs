@@ -10,7 +10,7 @@
 //! [`MAX_BATCH`] (100,000,000) and what fits in `max_clock_drift + 1`
 //! milliseconds ([`max_batch`]; 20,484,096 with the defaults).
 
-use crate::core::generator::{max_batch, DriftPolicy, IssuedRange, MAX_BATCH};
+use crate::core::generator::{max_batch, IssuedRange, MAX_BATCH};
 use crate::core::layout::IdLayout;
 use crate::errors::raise;
 use crate::guc;
@@ -23,9 +23,7 @@ use pgrx::PgSqlErrorCode as Code;
 fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
     let (config, shared) = ready();
     let layout = config.layout;
-    let policy = DriftPolicy {
-        max_drift_ms: guc::max_clock_drift_ms(),
-    };
+    let policy = guc::drift_policy();
     let max = max_batch(&layout, policy);
     if n < 1 {
         raise(
@@ -36,31 +34,33 @@ fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
     }
     let count = n as u64;
     if count > max {
-        let why = if max == MAX_BATCH {
-            format!("the largest batch is {MAX_BATCH} IDs")
+        let (why, hint) = if max == MAX_BATCH {
+            (
+                format!("the largest batch is {MAX_BATCH} IDs"),
+                "Ask for fewer IDs per call and call again for more.".to_string(),
+            )
         } else {
-            format!(
-                "snowflake_id.max_clock_drift ({} ms) allows at most {max} IDs in one batch ({} ms of {} IDs each)",
-                policy.max_drift_ms,
-                policy.max_drift_ms + 1,
-                layout.ids_per_ms()
+            (
+                format!(
+                    "snowflake_id.max_clock_drift ({} ms) allows at most {max} IDs in one batch ({} ms of {} IDs each)",
+                    policy.max_drift_ms,
+                    policy.max_drift_ms + 1,
+                    layout.ids_per_ms()
+                ),
+                format!(
+                    "Ask for at most {max} IDs per call, or raise snowflake_id.max_clock_drift (each millisecond allows {} more IDs, up to {MAX_BATCH}).",
+                    layout.ids_per_ms()
+                ),
             )
         };
         raise(
             Code::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("a batch of {n} IDs is too large: {why}"),
-            if max == MAX_BATCH {
-                "Ask for fewer IDs per call and call again for more.".to_string()
-            } else {
-                format!(
-                    "Ask for at most {max} IDs per call, or raise snowflake_id.max_clock_drift (each millisecond allows {} more IDs, up to {MAX_BATCH}).",
-                    layout.ids_per_ms()
-                )
-            },
+            hint,
         );
     }
     let node = issuing_node(config, shared);
-    (layout, node, issue(config, shared, count))
+    (layout, node, issue(config, shared, policy, count))
 }
 
 fn ids(n: i32) -> impl Iterator<Item = i64> {

@@ -8,6 +8,7 @@
 //! `snowflake_id.max_clock_drift` is reloadable.
 
 use crate::core::config::{Config, Settings};
+use crate::core::generator::DriftPolicy;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
@@ -121,4 +122,11 @@ pub fn config() -> Option<&'static Config> {
 pub fn max_clock_drift_ms() -> u64 {
     // SAFETY: the pointer is to a static that PostgreSQL updates in place.
     unsafe { *MAX_CLOCK_DRIFT.as_ptr() }.max(0) as u64
+}
+
+/// The generator's drift rule as the settings give it now.
+pub fn drift_policy() -> DriftPolicy {
+    DriftPolicy {
+        max_drift_ms: max_clock_drift_ms(),
+    }
 }

@@ -88,11 +88,13 @@ fn in_recovery() -> bool {
     in_recovery
 }
 
-/// Issues `count` IDs or raises the matching error.
-pub(crate) fn issue(config: &Config, shared: &Shared, count: u64) -> IssuedRange {
-    let policy = DriftPolicy {
-        max_drift_ms: guc::max_clock_drift_ms(),
-    };
+/// Issues `count` IDs under `policy` or raises the matching error.
+pub(crate) fn issue(
+    config: &Config,
+    shared: &Shared,
+    policy: DriftPolicy,
+    count: u64,
+) -> IssuedRange {
     let mut env = ServerEnv::new(config, shared);
     match generator::issue(&shared.generator, &config.layout, policy, count, &mut env) {
         Ok(range) => range,
@@ -138,7 +140,7 @@ pub(crate) fn first_id_from_now() -> i64 {
 fn snowflake_next() -> i64 {
     let (config, shared) = ready();
     let node = issuing_node(config, shared);
-    let range = issue(config, shared, 1);
+    let range = issue(config, shared, guc::drift_policy(), 1);
     config.layout.id_of_pair(range.first_pair, node)
 }
 
