@@ -36,15 +36,28 @@ stats() {
 }
 
 # --- a step just past max_clock_drift: the backend waits, then issues -------
-# One session issues an ID, steps the clock back 5.15 s (psql's \! runs the
-# shell here) and inserts: the drift is then 5150 ms minus the few ms the step
-# took, over the 5000 ms limit by less than 200 ms, so the insert must sleep
-# until the clock catches up, and succeed.
+# One session issues an ID, then (psql's \! runs the shell here) waits for the
+# next second boundary, so that its backend re-reads the offset file at its
+# next clock reading (see lib.sh), and sets the clock 5.15 s behind that ID's
+# time; then it inserts. The drift is 5150 ms minus the few ms between writing
+# the file and the insert's clock reading: over the 5000 ms limit by less than
+# 200 ms, so the insert must sleep until the clock catches up, and succeed.
+cat > "$SF_WORK/step_behind.sh" <<'SH'
+# LAST_MS BEHIND_MS SF_CLOCK_FILE from the environment.
+ms=$(date +%s%3N)
+sleep "$(printf '0.%03d' $(( (1000 - ms % 1000) % 1000 )))"; sleep 0.02
+offset_ms=$(( LAST_MS - BEHIND_MS - $(date +%s%3N) ))
+awk -v o="$offset_ms" 'BEGIN { printf "%.3f\n", o / 1000 }' > "$SF_CLOCK_FILE.tmp"
+mv -f "$SF_CLOCK_FILE.tmp" "$SF_CLOCK_FILE"
+SH
 waits0=$(stats waits); wait_time0=$(stats wait_time_ms)
 small_rc=0
-SF_CLOCK_FILE=$SF_CLOCK_FILE psql_on large -v VERBOSITY=verbose > "$SF_WORK/small.out" 2>&1 <<'SQL' || small_rc=$?
-SELECT snowflake_next() AS last_before \gset
-\! printf '%s\n' -5.15 > "$SF_CLOCK_FILE.tmp" && mv -f "$SF_CLOCK_FILE.tmp" "$SF_CLOCK_FILE"
+SF_CLOCK_FILE=$SF_CLOCK_FILE STEP_SCRIPT=$SF_WORK/step_behind.sh \
+  psql_on large -v VERBOSITY=verbose > "$SF_WORK/small.out" 2>&1 <<'SQL' || small_rc=$?
+SELECT (extract(epoch FROM snowflake_timestamp(snowflake_next())) * 1000)::bigint AS last_ms \gset
+\setenv LAST_MS :last_ms
+\setenv BEHIND_MS 5150
+\! sh "$STEP_SCRIPT"
 \timing on
 INSERT INTO t (phase) VALUES ('small step');
 \timing off
@@ -52,7 +65,7 @@ SQL
 clock_set +0
 small_ms=$(sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' "$SF_WORK/small.out")
 waits1=$(stats waits); wait_time1=$(stats wait_time_ms)
-echo "step back 5.15 s (max_clock_drift 5 s): insert rc=$small_rc in ${small_ms:-?} ms, waits +$((waits1 - waits0)), wait_time_ms ${wait_time0} -> ${wait_time1}"
+echo "clock 5.15 s behind the last ID (max_clock_drift 5 s): insert rc=$small_rc in ${small_ms:-?} ms, waits +$((waits1 - waits0)), wait_time_ms ${wait_time0} -> ${wait_time1}"
 [ "$small_rc" -eq 0 ] || { cat "$SF_WORK/small.out"; fail "a step back of 5.15 s (excess under 200 ms) made the insert fail"; }
 [ "$waits1" -gt "$waits0" ] || fail "the insert after a 5.15 s step did not wait for the clock"
 

@@ -20,7 +20,7 @@ declare -a SF_CLUSTERS=()
 # Runs a command as the postgres user, keeping the environment variables that
 # libfaketime and our helpers need.
 as_pg() {
-  sudo -u postgres --preserve-env=LD_PRELOAD,FAKETIME_TIMESTAMP_FILE,FAKETIME_NO_CACHE,FAKETIME_DONT_FAKE_MONOTONIC,FAKETIME_DONT_RESET,PGOPTIONS "$@"
+  sudo -u postgres --preserve-env=LD_PRELOAD,FAKETIME_TIMESTAMP_FILE,FAKETIME_CACHE_DURATION,FAKETIME_DONT_FAKE_MONOTONIC,FAKETIME_DONT_RESET,PGOPTIONS "$@"
 }
 
 cluster_dir()  { echo "$SF_WORK/$1"; }
@@ -152,9 +152,25 @@ log_has() {
 # mistakes the new postmaster.pid for a stale one) with LD_PRELOAD and the
 # FAKETIME_* variables exported; the postmaster and every process it forks
 # inherit them. psql and pgbench keep running on the real clock.
-# clock_set OFFSET then steps the server's clock: the file is re-read on every
-# time call (FAKETIME_NO_CACHE=1). Offsets are libfaketime's relative form:
-# +0, -0.5 (seconds), -5, -1h.
+# clock_set OFFSET then steps the server's clock. Offsets are libfaketime's
+# relative form: +0, -0.5 (seconds), -5, -1h.
+#
+# Why FAKETIME_CACHE_DURATION=0 and not FAKETIME_NO_CACHE=1: with no cache,
+# libfaketime 0.9.10 fopen()s the offset file on every clock reading, and
+# PostgreSQL 15 reads the clock inside its SIGALRM handler (timeout.c calls
+# GetCurrentTimestamp(); the idle-stats timeout fires about once a second in a
+# busy backend). A SIGALRM that lands inside libfaketime's fopen() re-enters
+# it, and the second fopen() waits forever for the stdio lock the first one
+# holds (gdb: CommitTransactionCommand > GetCurrentTimestamp > gettimeofday >
+# read_config_file > fopen > <signal handler> > GetCurrentTimestamp > ... >
+# fopen > __lll_lock_wait_private). One pgbench client then never finishes.
+# With a cache of 0 seconds libfaketime re-reads the file at the first reading
+# of every new (real) second, and it stamps the fetch before opening the
+# file, so a reading from a signal handler during that fopen() uses the
+# cached offset instead of opening the file again (unless a second boundary
+# passes within those microseconds). The price: a process sees
+# a new offset only from the next second boundary on, which clock_set waits
+# for.
 SF_FAKETIME_LIB=${SF_FAKETIME_LIB:-/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1}
 SF_CLOCK_FILE="$SF_WORK/clock.offset"
 
@@ -164,14 +180,25 @@ faketime_init() {
   clock_set +0
 }
 
+# sleep_past_second_boundary: sleep until just after the next full second of
+# the real clock. Every faked server process that reads its clock from then
+# on re-reads the offset file first (see above).
+sleep_past_second_boundary() {
+  local ms; ms=$(date +%s%3N)
+  sleep "$(printf '0.%03d' $(( (1000 - ms % 1000) % 1000 )))"
+  sleep 0.02
+}
+
 # clock_set OFFSET: step the faked clock of every server started with
 # cluster_start_faked. Written to a temporary file and renamed over the old
-# one, so that a server reading it concurrently never sees it empty.
+# one, so that a server reading it concurrently never sees it empty; returns
+# once every server process sees the new offset (at most a second later).
 clock_set() {
   local tmp="$SF_CLOCK_FILE.tmp.$$"
   printf '%s\n' "$1" > "$tmp"
   chmod 644 "$tmp"
   mv -f "$tmp" "$SF_CLOCK_FILE"
+  sleep_past_second_boundary
 }
 
 # cluster_start_faked NAME: like cluster_start, on the faked clock.
@@ -179,7 +206,7 @@ cluster_start_faked() {
   (
     unset FAKETIME
     export LD_PRELOAD="$SF_FAKETIME_LIB" FAKETIME_TIMESTAMP_FILE="$SF_CLOCK_FILE" \
-      FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_DONT_RESET=1
+      FAKETIME_CACHE_DURATION=0 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_DONT_RESET=1
     cluster_start "$1"
   )
 }

@@ -7,6 +7,11 @@
 # result, and ends with the line `N passed, M failed`; the exit status is
 # non-zero if any test failed (or a named test does not exist).
 #
+# A test that runs longer than SF_TEST_TIMEOUT seconds (default 900; the
+# slowest takes about a minute) is stopped with SIGTERM, which runs its EXIT
+# trap (clusters stopped, log tails printed), and counts as failed: a hang
+# fails the run with the test's name instead of eating the CI time limit.
+#
 # The tests install nothing, but they start clusters that load the installed
 # snowflake_id.so, so in a shared checkout run it under the install lock:
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/run_all.sh
@@ -15,6 +20,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 self=$(basename "$0")
+timeout_s=${SF_TEST_TIMEOUT:-900}
 
 declare -a names=()
 if [ $# -gt 0 ]; then
@@ -44,11 +50,14 @@ for name in "${names[@]}"; do
   echo "=== $name"
   start=$SECONDS
   rc=0
-  (cd "$root" && bash "$file" </dev/null) || rc=$?
+  (cd "$root" && timeout --kill-after=60 "$timeout_s" bash "$file" </dev/null) || rc=$?
   took=$((SECONDS - start))
   if [ "$rc" -eq 0 ]; then
     results+=("PASS $name (${took}s)")
     passed=$((passed + 1))
+  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    results+=("FAIL $name (timed out after ${took}s, limit ${timeout_s}s)")
+    failed=$((failed + 1))
   else
     results+=("FAIL $name (exit status $rc, ${took}s)")
     failed=$((failed + 1))
