@@ -59,11 +59,14 @@ class Results:
     def count(self, *key):
         return len(self.by_rep.get(key, {}))
 
-    def paired(self, a, b, f):
-        """The median over the repetitions that have both a and b of f(a, b)."""
+    def per_rep(self, a, b, f):
+        """f(a, b) in each repetition that has both a and b (b non-zero)."""
         ra, rb = self.by_rep.get(a, {}), self.by_rep.get(b, {})
-        common = sorted(set(ra) & set(rb))
-        values = [f(ra[r], rb[r]) for r in common if rb[r]]
+        return [f(ra[r], rb[r]) for r in sorted(set(ra) & set(rb)) if rb[r]]
+
+    def paired(self, a, b, f):
+        """The median over the repetitions of f(a, b), or None."""
+        values = self.per_rep(a, b, f)
         return statistics.median(values) if values else None
 
     def ratio(self, a, b):
@@ -71,8 +74,7 @@ class Results:
 
     def ratio_range(self, a, b):
         """The smallest and largest per-repetition ratio of a to b, or None."""
-        ra, rb = self.by_rep.get(a, {}), self.by_rep.get(b, {})
-        values = [ra[r] / rb[r] for r in set(ra) & set(rb) if rb[r]]
+        values = self.per_rep(a, b, lambda x, y: x / y)
         return (min(values), max(values)) if len(values) > 1 else None
 
     def own_ns(self, a, floor):

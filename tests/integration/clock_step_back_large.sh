@@ -38,26 +38,18 @@ stats() {
 # --- a step just past max_clock_drift: the backend waits, then issues -------
 # One session issues an ID, then (psql's \! runs the shell here) waits for the
 # next second boundary, so that its backend re-reads the offset file at its
-# next clock reading (see lib.sh), and sets the clock 5.15 s behind that ID's
-# time; then it inserts. The drift is 5150 ms minus the few ms between writing
-# the file and the insert's clock reading: over the 5000 ms limit by less than
-# 200 ms, so the insert must sleep until the clock catches up, and succeed.
-cat > "$SF_WORK/step_behind.sh" <<'SH'
-# LAST_MS BEHIND_MS SF_CLOCK_FILE from the environment.
-ms=$(date +%s%3N)
-sleep "$(printf '0.%03d' $(( (1000 - ms % 1000) % 1000 )))"; sleep 0.02
-offset_ms=$(( LAST_MS - BEHIND_MS - $(date +%s%3N) ))
-awk -v o="$offset_ms" 'BEGIN { printf "%.3f\n", o / 1000 }' > "$SF_CLOCK_FILE.tmp"
-mv -f "$SF_CLOCK_FILE.tmp" "$SF_CLOCK_FILE"
-SH
+# next clock reading, and sets the clock 5.15 s behind that ID's time
+# (clock_set_behind in lib_clock.sh); then it inserts. The drift is 5150 ms
+# minus the few ms between writing the file and the insert's clock reading:
+# over the 5000 ms limit by less than 200 ms, so the insert must sleep until
+# the clock catches up, and succeed.
 waits0=$(stats waits); wait_time0=$(stats wait_time_ms)
 small_rc=0
-SF_CLOCK_FILE=$SF_CLOCK_FILE STEP_SCRIPT=$SF_WORK/step_behind.sh \
+SF_CLOCK_FILE=$SF_CLOCK_FILE SF_CLOCK_LIB=$SF_CLOCK_LIB \
   psql_on large -v VERBOSITY=verbose > "$SF_WORK/small.out" 2>&1 <<'SQL' || small_rc=$?
 SELECT (extract(epoch FROM snowflake_timestamp(snowflake_next())) * 1000)::bigint AS last_ms \gset
 \setenv LAST_MS :last_ms
-\setenv BEHIND_MS 5150
-\! sh "$STEP_SCRIPT"
+\! . "$SF_CLOCK_LIB" && clock_set_behind "$SF_CLOCK_FILE" "$LAST_MS" 5150
 \timing on
 INSERT INTO t (phase) VALUES ('small step');
 \timing off

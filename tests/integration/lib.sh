@@ -168,9 +168,8 @@ log_has() {
 # of every new (real) second, and it stamps the fetch before opening the
 # file, so a reading from a signal handler during that fopen() uses the
 # cached offset instead of opening the file again (unless a second boundary
-# passes within those microseconds). The price: a process sees
-# a new offset only from the next second boundary on, which clock_set waits
-# for.
+# passes within those microseconds). The price: a process sees a new offset
+# only from the next second boundary on, which clock_set waits for.
 SF_FAKETIME_LIB=${SF_FAKETIME_LIB:-/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1}
 SF_CLOCK_FILE="$SF_WORK/clock.offset"
 
@@ -180,24 +179,17 @@ faketime_init() {
   clock_set +0
 }
 
-# sleep_past_second_boundary: sleep until just after the next full second of
-# the real clock. Every faked server process that reads its clock from then
-# on re-reads the offset file first (see above).
-sleep_past_second_boundary() {
-  local ms; ms=$(date +%s%3N)
-  sleep "$(printf '0.%03d' $(( (1000 - ms % 1000) % 1000 )))"
-  sleep 0.02
-}
+# sleep_past_second_boundary, clock_write, clock_set_behind (POSIX sh, so
+# that a psql session's \! can source SF_CLOCK_LIB too).
+SF_CLOCK_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib_clock.sh
+# shellcheck source-path=SCRIPTDIR source=lib_clock.sh
+. "$SF_CLOCK_LIB"
 
 # clock_set OFFSET: step the faked clock of every server started with
-# cluster_start_faked. Written to a temporary file and renamed over the old
-# one, so that a server reading it concurrently never sees it empty; returns
-# once every server process sees the new offset (at most a second later).
+# cluster_start_faked; returns once every server process sees the new offset
+# (at most a second later).
 clock_set() {
-  local tmp="$SF_CLOCK_FILE.tmp.$$"
-  printf '%s\n' "$1" > "$tmp"
-  chmod 644 "$tmp"
-  mv -f "$tmp" "$SF_CLOCK_FILE"
+  clock_write "$SF_CLOCK_FILE" "$1"
   sleep_past_second_boundary
 }
 

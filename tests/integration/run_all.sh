@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Runs the integration tests: every tests/integration/*.sh except lib.sh and
-# this script, or only the ones named on the command line (with or without
-# .sh: `run_all.sh concurrent_inserts startup_refusal`). Each test runs in its
-# own bash process, one after the other, so a failing test neither stops the
-# others nor leaves clusters behind for them. Prints each test's output and
-# result, and ends with the line `N passed, M failed`; the exit status is
-# non-zero if any test failed (or a named test does not exist).
+# Runs the integration tests: every tests/integration/*.sh except the helpers
+# (lib.sh, lib_clock.sh) and this script, or only the ones named on the
+# command line (with or without .sh: `run_all.sh concurrent_inserts
+# startup_refusal`). Each test runs in its own bash process, one after the
+# other, so a failing test neither stops the others nor leaves clusters behind
+# for them. Prints each test's output and result, and ends with the line `N
+# passed, M failed`; the exit status is non-zero if any test failed (or a
+# named test does not exist).
 #
 # A test that runs longer than SF_TEST_TIMEOUT seconds (default 900; the
 # slowest takes about a minute) is stopped with SIGTERM, which runs its EXIT
@@ -30,7 +31,7 @@ if [ $# -gt 0 ]; then
 else
   for f in "$here"/*.sh; do
     case $(basename "$f") in
-      lib.sh | "$self") continue ;;
+      lib.sh | lib_*.sh | "$self") continue ;;
     esac
     names+=("$(basename "$f" .sh)")
   done
@@ -41,7 +42,7 @@ failed=0
 declare -a results=()
 for name in "${names[@]}"; do
   file="$here/$name.sh"
-  if [ "$name.sh" = "lib.sh" ] || [ "$name.sh" = "$self" ] || [ ! -f "$file" ]; then
+  if [[ "$name.sh" == lib.sh || "$name.sh" == lib_*.sh || "$name.sh" == "$self" || ! -f "$file" ]]; then
     echo "=== $name: no such test in $here" >&2
     results+=("FAIL $name (no such test)")
     failed=$((failed + 1))
@@ -55,7 +56,7 @@ for name in "${names[@]}"; do
   if [ "$rc" -eq 0 ]; then
     results+=("PASS $name (${took}s)")
     passed=$((passed + 1))
-  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+  elif [ "$rc" -eq 124 ] || { [ "$rc" -eq 137 ] && [ "$took" -ge "$timeout_s" ]; }; then
     results+=("FAIL $name (timed out after ${took}s, limit ${timeout_s}s)")
     failed=$((failed + 1))
   else
