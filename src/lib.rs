@@ -27,35 +27,25 @@
 //! preloaded, and so does `CREATE EXTENSION`.
 //!
 //! # Modules
+//! Three layers, each using only those after it (CONTRIBUTING.md has the
+//! picture and the recipes for adding to them):
+//! - [`sql`]: the SQL functions, one module per surface, thin adapters;
+//! - [`pg`]: PostgreSQL's machinery: settings, clock, shared memory, the
+//!   backend's view of the generator, the lease worker, and the one table
+//!   from errors to SQLSTATE and hint;
 //! - [`core`]: the pure part (layout, epoch, settings, generator state
-//!   machine, lease file), tested without a server;
-//! - [`guc`]: the `snowflake_id.*` settings;
-//! - [`shmem`]: the generator's place in shared memory and its start-up;
-//! - [`server_env`]: the clock, sleep, lease writer and log that the
-//!   generator uses inside PostgreSQL;
-//! - [`sql`]: the SQL functions;
-//! - [`batch`]: `snowflake_next_batch`: many IDs with one compare-and-swap;
-//! - [`convert`]: `snowflake_convert_column` (existing tables to snowflake IDs);
-//! - [`text_forms`]: `snowflake_encode` / `snowflake_parse` (IDs as text);
-//! - [`lease_worker`]: the background worker;
-//! - [`errors`]: how errors reach the user (SQLSTATE, message, hint);
-//! - [`cluster`]: what checks of sharded and replicated deployments read.
+//!   machine, lease file, text forms, the column-conversion planner),
+//!   tested without a server.
+//!
+//! This file only wires them together and holds `_PG_init`.
 
 use pgrx::prelude::*;
 
-mod batch;
-mod cluster;
-mod convert;
 pub mod core;
-mod errors;
-mod guc;
-mod lease_worker;
-mod server_env;
-mod shmem;
+mod pg;
 mod sql;
 #[cfg(any(test, feature = "pg_test"))]
 mod test_support;
-mod text_forms;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -67,10 +57,10 @@ pub extern "C-unwind" fn _PG_init() {
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         return;
     }
-    guc::define();
-    let config = guc::validate_or_stop();
-    shmem::request(config);
-    lease_worker::register();
+    pg::settings::define();
+    pg::settings::validate_or_stop();
+    pg::shmem::request();
+    pg::lease_worker::register();
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Helpers for the `#[pg_test]` tests of the SQL modules added for everyday
-//! use (`text_forms`, `convert`).
+//! Helpers for the `#[pg_test]` tests, which run inside the server that
+//! `cargo pgrx test` starts (see `crate::pg_test`).
 
 use pgrx::prelude::*;
 

@@ -1,7 +1,7 @@
 //! The pure core of snowflake_id: everything that decides what an ID is and
 //! which ID comes next, with no PostgreSQL in it.
 //!
-//! The pgrx layer (`crate::guc`, `crate::shmem`, `crate::sql`, ...) reads the
+//! The pgrx layer (`crate::pg`, `crate::sql`) reads the
 //! settings, places [`generator::SharedState`] in shared memory and supplies
 //! the wall clock, the sleep and the lease writer through
 //! [`generator::Environment`]. Everything here is unit- and property-tested

@@ -1,38 +1,28 @@
 //! `snowflake_encode` and `snowflake_parse`: IDs as fixed-width text
 //! (`base62`, `base32`, `hex`, `decimal`), for clients that cannot hold a
 //! 64-bit integer (JavaScript's numbers lose IDs above 2^53). The codecs are
-//! in [`crate::core::text_forms`]; this module maps their errors to
-//! SQLSTATEs.
+//! in [`crate::core::text_forms`]; their errors' SQLSTATEs are in
+//! [`crate::pg::errors`].
 
-use crate::core::text_forms::{self, ErrorKind, Format, TextFormError};
-use crate::errors::raise;
+use crate::core::text_forms::{self, Format};
+use crate::pg::errors::raise;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode as Code;
-
-fn fail(e: TextFormError) -> ! {
-    let code = match e.kind() {
-        ErrorKind::BadFormat => Code::ERRCODE_INVALID_PARAMETER_VALUE,
-        ErrorKind::OutOfRange => Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-        ErrorKind::BadText => Code::ERRCODE_INVALID_TEXT_REPRESENTATION,
-    };
-    raise(code, e.to_string(), e.hint())
-}
 
 fn format_named(name: &str) -> Format {
-    Format::from_name(name).unwrap_or_else(|e| fail(e))
+    Format::from_name(name).unwrap_or_else(|e| raise(e))
 }
 
 /// The ID as fixed-width text in `format` (`base62`, `base32`, `hex` or
 /// `decimal`): encoded IDs sort like the numbers under `COLLATE "C"`.
 #[pg_extern(immutable, parallel_safe)]
 fn snowflake_encode(id: i64, format: default!(&str, "'base62'")) -> String {
-    text_forms::encode(id, format_named(format)).unwrap_or_else(|e| fail(e))
+    text_forms::encode(id, format_named(format)).unwrap_or_else(|e| raise(e))
 }
 
 /// The ID that `snowflake_encode(id, format)` wrote as `txt`.
 #[pg_extern(immutable, parallel_safe)]
 fn snowflake_parse(txt: &str, format: default!(&str, "'base62'")) -> i64 {
-    text_forms::parse(txt, format_named(format)).unwrap_or_else(|e| fail(e))
+    text_forms::parse(txt, format_named(format)).unwrap_or_else(|e| raise(e))
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -1,42 +1,93 @@
-//! The generator's [`Environment`] inside PostgreSQL: the wall clock, an
-//! interruptible sleep, the lease writer and the clock-step warning.
+//! The backend's view of the generator: whether this server may issue IDs
+//! now, the [`Environment`] the core's generator runs in (the wall clock,
+//! an interruptible sleep, the lease writer, the issued-ID counter and the
+//! clock-step warning), and issuing itself.
+//!
+//! Every SQL function that issues or reads the generator starts with
+//! [`ready`]; those that issue then call [`issuing_node`] and [`issue`].
 
 use crate::core::config::Config;
-use crate::core::generator::{Counters, Environment, GenerateError, SharedState};
-use crate::errors;
-use crate::shmem::{self, Shared};
+use crate::core::generator::{
+    self, Counters, DriftPolicy, Environment, GenerateError, IssuedRange, SharedState,
+};
+use crate::pg::clock;
+use crate::pg::errors::{self, raise, Error};
+use crate::pg::settings;
+use crate::pg::shmem::{self, Blocked, Shared};
+use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::{pg_sys, PgSqlErrorCode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-/// `CLOCK_REALTIME` as (seconds, nanoseconds) since 1970: `clock_gettime`
-/// through the vDSO, no system call. Called directly rather than through
-/// `SystemTime`, whose `Duration` arithmetic cost a tenth of a call of
-/// `snowflake_next()` (measured with perf, see bench/README.md).
-fn realtime() -> (i64, i64) {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
+/// The configuration and shared state, or the "not preloaded" error.
+pub fn ready() -> (&'static Config, &'static Shared) {
+    match (settings::config(), shmem::shared()) {
+        (Some(config), Some(shared)) => (config, shared),
+        _ => raise(Error::NotPreloaded),
+    }
+}
+
+/// Checks that this server may issue IDs now and returns its node id.
+pub fn issuing_node(config: &Config, shared: &Shared) -> u64 {
+    let Some(node) = config.node_id else {
+        raise(Error::NodeIdUnset {
+            max_node: config.layout.max_node(),
+        });
     };
-    // SAFETY: a valid clock id and a valid pointer; CLOCK_REALTIME cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    // tv_nsec is within 0 .. 1e9 also before 1970, so these round down.
-    // (The casts are needed where time_t and c_long are 32 bits.)
-    #[allow(clippy::unnecessary_cast)]
-    (ts.tv_sec as i64, ts.tv_nsec as i64)
+    match shared.blocked() {
+        Blocked::No => {}
+        Blocked::ConfigChanged => {
+            let changes = shared
+                .recorded()
+                .map(|old| {
+                    old.differences(&shmem::current_record(config, 0))
+                        .join("; ")
+                })
+                .unwrap_or_default();
+            raise(Error::ConfigurationChanged { changes });
+        }
+        Blocked::LeaseCorrupt => raise(Error::LeaseCorrupt(shared.message())),
+        Blocked::LeaseUnreadable => raise(Error::LeaseUnreadable(shared.message())),
+    }
+    if in_recovery() {
+        raise(Error::InRecovery);
+    }
+    node
 }
 
-/// The wall clock in microseconds since 1970.
-pub fn unix_now_us() -> i64 {
-    let (s, ns) = realtime();
-    s * 1_000_000 + ns / 1_000
+/// Whether the server is in recovery. A backend that saw recovery end never
+/// sees it again (promotion is one way; a restart makes new backends), so
+/// PostgreSQL is asked only until then: the call through pgrx's error guard
+/// cost a twentieth of `snowflake_next()`.
+fn in_recovery() -> bool {
+    static RECOVERY_ENDED: AtomicBool = AtomicBool::new(false);
+    if RECOVERY_ENDED.load(Ordering::Relaxed) {
+        return false;
+    }
+    let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
+    if !in_recovery {
+        RECOVERY_ENDED.store(true, Ordering::Relaxed);
+    }
+    in_recovery
 }
 
-/// The wall clock in milliseconds since 1970.
-pub fn unix_now_ms() -> i64 {
-    let (s, ns) = realtime();
-    s * 1_000 + ns / 1_000_000
+/// Issues `count` IDs under `policy` or raises the matching error.
+pub fn issue(config: &Config, shared: &Shared, policy: DriftPolicy, count: u64) -> IssuedRange {
+    let mut env = ServerEnv::new(config, shared);
+    generator::issue(&shared.generator, &config.layout, policy, count, &mut env)
+        .unwrap_or_else(|e| raise(e))
+}
+
+/// A lower bound on every ID `snowflake_next()` issues from now on: after
+/// the generator's last pair (which a batch may have pushed ahead of the
+/// clock), and not before the current millisecond.
+pub fn first_id_from_now() -> i64 {
+    let (config, shared) = ready();
+    let layout = &config.layout;
+    let last = shared.generator.pair.load(Ordering::Acquire);
+    let now_ms = clock::now_ms(config);
+    let next = generator::next_pair(layout, last, now_ms).min(layout.max_pair());
+    layout.id_of_pair(next, config.node_id.unwrap_or(0))
 }
 
 /// IDs this backend issued that are not yet added to the shared
@@ -86,7 +137,7 @@ impl<'a> ServerEnv<'a> {
     }
 
     pub fn now_ms(&self) -> i64 {
-        unix_now_ms() - self.config.epoch_unix_ms
+        clock::now_ms(self.config)
     }
 }
 
@@ -111,7 +162,7 @@ impl Environment for ServerEnv<'_> {
         let target_us =
             (self.config.epoch_unix_ms + self.last_now_ms).saturating_add(ms as i64) * 1000;
         loop {
-            let remaining_us = target_us - unix_now_us();
+            let remaining_us = target_us - clock::unix_now_us();
             if remaining_us <= 0 {
                 break;
             }
@@ -156,13 +207,9 @@ impl Environment for ServerEnv<'_> {
     }
 
     fn clock_stepped_back(&mut self, step_ms: u64) {
-        errors::warn(
-            PgSqlErrorCode::ERRCODE_WARNING,
-            format!("the system clock stepped back by {step_ms} ms; IDs continue from the last issued one"),
-            format!(
-                "IDs stay unique and ordered while the step is within snowflake_id.max_clock_drift ({} ms); check the time source (NTP) of this server.",
-                crate::guc::max_clock_drift_ms()
-            ),
-        );
+        errors::warn(Error::ClockSteppedBack {
+            step_ms,
+            max_drift_ms: settings::max_clock_drift_ms(),
+        });
     }
 }

@@ -11,10 +11,15 @@
 //!
 //! The LWLock serialises lease writes and the acceptance of a new
 //! configuration. The hot path takes no lock.
+//!
+//! The configuration is not copied here: the startup hook runs in the
+//! postmaster after `_PG_init` validated the settings, and reads them from
+//! [`crate::pg::settings::config`].
 
 use crate::core::config::Config;
 use crate::core::generator::{lease_target, GenerateError, SharedState, LEASE_WINDOW_MS};
 use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord, UNSET_NODE_ID};
+use crate::pg::settings;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -52,16 +57,14 @@ pub struct Shared {
 }
 
 static mut SHARED: *mut Shared = std::ptr::null_mut();
-static mut CONFIG: Option<Config> = None;
 #[cfg(any(feature = "pg15", feature = "pg16", feature = "pg17", feature = "pg18"))]
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 
 /// Registers the hooks that reserve and create the shared state. Called from
-/// `_PG_init` while preloading.
-pub fn request(config: Config) {
+/// `_PG_init` while preloading, after the settings were validated.
+pub fn request() {
     unsafe {
-        CONFIG = Some(config);
         #[cfg(any(feature = "pg15", feature = "pg16", feature = "pg17", feature = "pg18"))]
         {
             PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
@@ -98,7 +101,9 @@ unsafe extern "C-unwind" fn shmem_startup() {
         if let Some(prev) = PREV_SHMEM_STARTUP_HOOK {
             prev();
         }
-        let Some(config) = CONFIG else { return };
+        let Some(config) = settings::config() else {
+            return;
+        };
         // AddinShmemInitLock, a C macro: &MainLWLockArray[21].lock
         let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
@@ -117,7 +122,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
                 recorded: None,
                 message: [0; MESSAGE_LEN],
             });
-            resume_from_lease(&mut *shared, &config);
+            resume_from_lease(&mut *shared, config);
         }
         SHARED = shared;
         pg_sys::LWLockRelease(init_lock);

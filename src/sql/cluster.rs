@@ -9,7 +9,8 @@
 //! router and live in `examples/sharding/` (PL/Proxy and postgres_fdw are
 //! optional, so the extension does not depend on either).
 
-use crate::sql;
+use crate::pg::backend::ready;
+use crate::pg::clock::timestamp_of;
 use pgrx::prelude::*;
 
 /// This node's node id, epoch, layout, whether it is in recovery (a standby
@@ -30,14 +31,14 @@ fn snowflake_node_info() -> TableIterator<
         name!(system_identifier, i64),
     ),
 > {
-    let (config, _) = sql::ready();
+    let (config, _) = ready();
     let layout = &config.layout;
     // SAFETY: plain reads of server state, valid in any backend.
     let (in_recovery, system_identifier) =
         unsafe { (pg_sys::RecoveryInProgress(), pg_sys::GetSystemIdentifier()) };
     TableIterator::once((
         config.node_id.map(|n| n as i32),
-        sql::timestamp_of(config, 0),
+        timestamp_of(config, 0),
         layout.time_bits() as i32,
         layout.node_bits() as i32,
         layout.sequence_bits() as i32,

@@ -6,12 +6,17 @@
 //! PostgreSQL itself). They are declared with wide ranges and validated
 //! together by [`crate::core::config::Config::validate`], see there for why.
 //! `snowflake_id.max_clock_drift` is reloadable.
+//!
+//! The validated [`Config`] is the one copy of the start-up settings: set
+//! once in the postmaster by [`validate_or_stop`], inherited by every
+//! backend through fork, and read by shared memory, the lease worker and
+//! the SQL functions through [`config`].
 
 use crate::core::config::{Config, Settings};
 use crate::core::generator::DriftPolicy;
-use pgrx::pg_sys::panic::ErrorReport;
-use pgrx::prelude::*;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
+use crate::pg::clock;
+use crate::pg::errors::{self, Error};
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CString;
 use std::sync::OnceLock;
 
@@ -83,7 +88,7 @@ pub fn define() {
 /// Reads the settings, validates them together and remembers the result;
 /// a bad configuration stops the server (an ERROR while the postmaster loads
 /// preloaded libraries is fatal), with the setting and range in the log.
-pub fn validate_or_stop() -> Config {
+pub fn validate_or_stop() {
     let settings = Settings {
         node_id: NODE_ID.get(),
         epoch: EPOCH
@@ -93,21 +98,11 @@ pub fn validate_or_stop() -> Config {
         node_bits: NODE_BITS.get(),
         sequence_bits: SEQUENCE_BITS.get(),
     };
-    match Config::validate(&settings, crate::server_env::unix_now_ms()) {
+    match Config::validate(&settings, clock::unix_now_ms()) {
         Ok(config) => {
             let _ = CONFIG.set(config);
-            config
         }
-        Err(e) => {
-            ErrorReport::new(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("snowflake_id: {e}"),
-                "snowflake_id",
-            )
-            .set_hint(e.hint())
-            .report(PgLogLevel::FATAL);
-            unreachable!("FATAL does not return")
-        }
+        Err(e) => errors::stop(Error::Settings(e)),
     }
 }
 
@@ -128,5 +123,38 @@ pub fn max_clock_drift_ms() -> u64 {
 pub fn drift_policy() -> DriftPolicy {
     DriftPolicy {
         max_drift_ms: max_clock_drift_ms(),
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    // Runs inside a server started by `cargo pgrx test` with the library
+    // preloaded and `snowflake_id.node_id = 42` (see `crate::pg_test`).
+    use crate::test_support::one;
+    use pgrx::prelude::*;
+
+    #[pg_test(
+        error = "parameter \"snowflake_id.node_id\" cannot be changed without restarting the server"
+    )]
+    fn node_id_cannot_be_set_in_a_session() {
+        Spi::run("SET snowflake_id.node_id = 7").unwrap();
+    }
+
+    #[pg_test(
+        error = "parameter \"snowflake_id.node_bits\" cannot be changed without restarting the server"
+    )]
+    fn layout_cannot_be_set_in_a_session() {
+        Spi::run("SET snowflake_id.node_bits = 8").unwrap();
+    }
+
+    #[pg_test]
+    fn settings_are_visible() {
+        assert_eq!(one::<String>("SHOW snowflake_id.node_id"), "42");
+        assert_eq!(
+            one::<String>("SHOW snowflake_id.epoch"),
+            "2025-01-01 00:00:00+00"
+        );
+        assert_eq!(one::<String>("SHOW snowflake_id.max_clock_drift"), "5s");
     }
 }

@@ -10,7 +10,8 @@
 //! lease is left alone and the first backend after the pause extends it.
 
 use crate::core::generator::LEASE_WINDOW_MS;
-use crate::shmem::{self, Blocked};
+use crate::pg::settings;
+use crate::pg::shmem::{self, Blocked};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -35,7 +36,7 @@ pub fn register() {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
-    let (Some(config), Some(shared)) = (crate::guc::config(), shmem::shared()) else {
+    let (Some(config), Some(shared)) = (settings::config(), shmem::shared()) else {
         return;
     };
     let layout = config.layout;

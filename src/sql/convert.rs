@@ -11,15 +11,15 @@
 //! before theirs), so no insert can slip between the checks and the DDL:
 //! concurrent inserts wait, then use the new default.
 
-use crate::core::convert::{self, ColumnRef, ConvertError, ErrorKind, Facts, RelationKind};
-use crate::errors::raise;
+use crate::core::convert::{self, ColumnRef, Facts, RelationKind};
+use crate::pg::backend::first_id_from_now;
+use crate::pg::errors::{raise, Error};
 use pgrx::callconv::{Arg, ArgAbi};
 use pgrx::pgrx_sql_entity_graph::metadata::{
     ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
 };
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
-use pgrx::PgSqlErrorCode as Code;
 use std::ffi::CStr;
 
 /// A `regclass` argument: just the OID. (pgrx's `PgRelation` would keep the
@@ -89,29 +89,11 @@ unsafe impl SqlTranslatable for SqlName {
 
 /// The function is STRICT, so PostgreSQL never passes a NULL; just in case.
 fn null_argument<T>() -> T {
-    raise(
-        Code::ERRCODE_NULL_VALUE_NOT_ALLOWED,
-        "snowflake_convert_column needs a table and a column",
-        "Pass the table (as 'schema.table') and the column's name.",
-    )
-}
-
-fn fail(e: ConvertError) -> ! {
-    let code = match e.kind() {
-        ErrorKind::WrongObject => Code::ERRCODE_WRONG_OBJECT_TYPE,
-        ErrorKind::WrongType => Code::ERRCODE_DATATYPE_MISMATCH,
-        ErrorKind::NotSupported => Code::ERRCODE_FEATURE_NOT_SUPPORTED,
-        ErrorKind::State => Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-    };
-    raise(code, format!("cannot convert the column: {e}"), e.hint())
+    raise(Error::ConvertNullArgument)
 }
 
 fn spi_failed(e: pgrx::spi::SpiError) -> ! {
-    raise(
-        Code::ERRCODE_INTERNAL_ERROR,
-        format!("reading the catalog failed: {e}"),
-        "This is a bug in snowflake_id; please report it with the table's definition.",
-    )
+    raise(e)
 }
 
 /// How `pg_class` describes a relation, as the planner wants it.
@@ -168,27 +150,18 @@ fn target_column(client: &SpiClient<'_>, rel: pg_sys::Oid, column: &str) -> (Cat
         .select(&sql, Some(1), &[rel.into(), column.into()])
         .unwrap_or_else(|e| spi_failed(e));
     let Some(row) = table.into_iter().next() else {
-        raise(
-            Code::ERRCODE_UNDEFINED_TABLE,
-            format!("relation with OID {} does not exist", rel.to_u32()),
-            "It was dropped meanwhile; check the table's name.",
-        )
+        raise(Error::RelationGone { oid: rel.to_u32() })
     };
     let get_s = |i: usize| row.get::<String>(i).unwrap_or_else(|e| spi_failed(e));
     let table_name = get_s(1).unwrap_or_default();
     let Some(attnum) = row.get::<i16>(5).unwrap_or_else(|e| spi_failed(e)) else {
-        raise(
-            Code::ERRCODE_UNDEFINED_COLUMN,
-            format!("column \"{column}\" of relation {table_name} does not exist"),
-            "Pass the column's name as it is stored: case matters (\"Id\" is not id).",
-        )
+        raise(Error::NoSuchColumn {
+            column: column.to_string(),
+            table: table_name,
+        })
     };
     let Some(ext_schema) = get_s(10) else {
-        raise(
-            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            "the snowflake_id extension is not installed in this database",
-            "Run CREATE EXTENSION snowflake_id first.",
-        )
+        raise(Error::ExtensionNotInstalled)
     };
     let col = ColumnRef {
         table: table_name,
@@ -318,10 +291,10 @@ fn snowflake_convert_column(
             facts.target.column, facts.target.table
         ))
         .unwrap_or_else(|e| spi_failed(e));
-        facts.first_new_id = crate::sql::first_id_from_now();
+        facts.first_new_id = first_id_from_now();
     }
 
-    let plan = convert::plan(&facts).unwrap_or_else(|e| fail(e));
+    let plan = convert::plan(&facts).unwrap_or_else(|e| raise(e));
     if plan.statements.is_empty() {
         pgrx::notice!(
             "snowflake_id: {}.{} already has DEFAULT snowflake_next() and nothing to widen: nothing to do",

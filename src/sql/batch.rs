@@ -7,57 +7,34 @@
 //! obeys the same drift rules (it borrows milliseconds, waits for the clock
 //! like the equivalent single calls, fails the same way when the clock is far
 //! behind). Two bounds apply to `n`, both checked before anything is issued:
-//! [`MAX_BATCH`] (100,000,000) and what fits in `max_clock_drift + 1`
+//! [`MAX_BATCH`](crate::core::generator::MAX_BATCH) (100,000,000) and what fits in `max_clock_drift + 1`
 //! milliseconds ([`max_batch`]; 20,484,096 with the defaults).
 
-use crate::core::generator::{max_batch, IssuedRange, MAX_BATCH};
+use crate::core::generator::{max_batch, IssuedRange};
 use crate::core::layout::IdLayout;
-use crate::errors::raise;
-use crate::guc;
-use crate::sql::{issue, issuing_node, ready};
+use crate::pg::backend::{issue, issuing_node, ready};
+use crate::pg::errors::{raise, Error};
+use crate::pg::settings;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode as Code;
 
 /// Validates `n` and issues the batch. Returns the layout and node to turn
 /// its pairs into IDs.
 fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
     let (config, shared) = ready();
     let layout = config.layout;
-    let policy = guc::drift_policy();
+    let policy = settings::drift_policy();
     let max = max_batch(&layout, policy);
     if n < 1 {
-        raise(
-            Code::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("the batch size must be positive, not {n}"),
-            format!("Ask for 1 to {max} IDs at a time."),
-        );
+        raise(Error::BatchSizeNotPositive { n, max });
     }
     let count = n as u64;
     if count > max {
-        let (why, hint) = if max == MAX_BATCH {
-            (
-                format!("the largest batch is {MAX_BATCH} IDs"),
-                "Ask for fewer IDs per call and call again for more.".to_string(),
-            )
-        } else {
-            (
-                format!(
-                    "snowflake_id.max_clock_drift ({} ms) allows at most {max} IDs in one batch ({} ms of {} IDs each)",
-                    policy.max_drift_ms,
-                    policy.max_drift_ms + 1,
-                    layout.ids_per_ms()
-                ),
-                format!(
-                    "Ask for at most {max} IDs per call, or raise snowflake_id.max_clock_drift (each millisecond allows {} more IDs, up to {MAX_BATCH}).",
-                    layout.ids_per_ms()
-                ),
-            )
-        };
-        raise(
-            Code::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("a batch of {n} IDs is too large: {why}"),
-            hint,
-        );
+        raise(Error::BatchSizeTooLarge {
+            n,
+            max,
+            max_drift_ms: policy.max_drift_ms,
+            ids_per_ms: layout.ids_per_ms(),
+        });
     }
     let node = issuing_node(config, shared);
     (layout, node, issue(config, shared, policy, count))
@@ -88,7 +65,7 @@ fn snowflake_next_batch_array(n: i32) -> Vec<i64> {
 mod tests {
     // The test server preloads the extension with node id 42 and the default
     // 41/10/12 layout and 5 s drift limit (see `crate::pg_test`).
-    use crate::sql::tests::one;
+    use crate::test_support::one;
     use pgrx::prelude::*;
 
     /// The `(time, sequence)` pair of an ID in SQL: consecutive pairs differ by 1.

@@ -1,0 +1,444 @@
+//! How errors reach the user: always through `ereport`, with a SQLSTATE, a
+//! message that says what is wrong and a hint that says how to fix it.
+//!
+//! [`Error`] lists everything the extension reports, and [`Error::report`]
+//! is the one table that maps each case to its SQLSTATE, message, detail and
+//! hint. The pure core's error types (generator, codec, text forms, column
+//! conversion, settings) keep their own message (their `Display`) and, where
+//! they have one, their hint; they enter the table as one variant each, so
+//! the SQLSTATE a core error gets is decided here and nowhere else. A SQL
+//! function raises `errors::raise(Error::...)` and never spells a SQLSTATE.
+//!
+//! Every message starts with the extension's name, so that it is clear in
+//! the server log which component is speaking. The texts are a public
+//! interface: the pg_regress expected files and the integration tests read
+//! them.
+
+use crate::core::config::ConfigError;
+use crate::core::convert::{self, ConvertError};
+use crate::core::generator::{GenerateError, MAX_BATCH};
+use crate::core::layout::CodecError;
+use crate::core::text_forms::{self, TextFormError};
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode as Code;
+
+/// Everything the extension reports to the user: errors, the settings error
+/// that stops the server, and the clock-step warning.
+#[derive(Debug)]
+pub enum Error {
+    // --- the server is not ready to issue IDs
+    /// The library was loaded on demand, not through shared_preload_libraries.
+    NotPreloaded,
+    /// `snowflake_id.node_id` is -1; `max_node` is the largest valid id.
+    NodeIdUnset { max_node: u64 },
+    /// The lease was written under another configuration; `changes` lists
+    /// the differences.
+    ConfigurationChanged { changes: String },
+    /// The lease file is corrupt (the message says how).
+    LeaseCorrupt(String),
+    /// The lease file cannot be read (the message says why).
+    LeaseUnreadable(String),
+    /// A standby cannot issue IDs.
+    InRecovery,
+
+    // --- issuing
+    /// The generator refused (clock far behind, time field exhausted, lease
+    /// not writable).
+    Generate(GenerateError),
+    /// `snowflake_next_batch(n)` with `n < 1`; `max` is the largest batch.
+    BatchSizeNotPositive { n: i32, max: u64 },
+    /// A batch larger than `max`, which is [`MAX_BATCH`] or what fits in the
+    /// drift limit (`max_drift_ms + 1` milliseconds of `ids_per_ms` IDs).
+    BatchSizeTooLarge {
+        n: i32,
+        max: u64,
+        max_drift_ms: u64,
+        ids_per_ms: u64,
+    },
+
+    // --- decoding and timestamps
+    /// An ID that cannot be decoded (a negative one).
+    Decode(CodecError),
+    /// A time in an ID beyond what `timestamp with time zone` can hold.
+    TimeBeyondTimestamp { time_ms: u64 },
+    /// `snowflake_from_timestamp('infinity')`.
+    InfiniteTimestamp,
+    /// A timestamp before the epoch; `epoch` and `end` are the range IDs
+    /// can express, as text.
+    BeforeEpoch {
+        ts: String,
+        epoch: String,
+        end: String,
+    },
+    /// A timestamp past the end of the time field.
+    PastTimeField {
+        ts: String,
+        time_bits: u32,
+        epoch: String,
+        end: String,
+    },
+
+    // --- text forms
+    /// An unknown format name, an ID out of range, or text that is no ID.
+    TextForm(TextFormError),
+
+    // --- accepting a configuration change
+    /// `snowflake_accept_configuration()` by a non-superuser.
+    NotSuperuser,
+    /// The lease cannot be read, so there is nothing to accept.
+    AcceptLeaseUnusable(String),
+    /// The new layout cannot issue IDs greater than the old ones.
+    AcceptUnorderable(String),
+    /// The first ID greater than the old configuration's largest lies
+    /// `ahead_ms` ahead of the clock, at `first` (as text).
+    AcceptTooFarAhead {
+        old_max_id: i64,
+        first: String,
+        ahead_ms: i64,
+    },
+    /// The new lease cannot be written.
+    AcceptWrite(String),
+
+    // --- converting a column
+    /// The planner refused the conversion.
+    Convert(ConvertError),
+    /// A NULL argument (the function is STRICT; just in case).
+    ConvertNullArgument,
+    /// An SPI query on the catalog failed.
+    CatalogReadFailed(String),
+    /// The table was dropped between the call and the catalog read.
+    RelationGone { oid: u32 },
+    /// No such column in the table.
+    NoSuchColumn { column: String, table: String },
+    /// The extension is loaded but not created in this database.
+    ExtensionNotInstalled,
+
+    // --- not errors
+    /// A bad combination of settings: stops the server at start (FATAL).
+    Settings(ConfigError),
+    /// The clock stepped back within the drift limit (a WARNING).
+    ClockSteppedBack { step_ms: u64, max_drift_ms: u64 },
+}
+
+/// An [`Error`] as PostgreSQL reports it.
+pub struct Report {
+    pub code: Code,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: String,
+}
+
+fn report(code: Code, message: impl Into<String>, hint: impl Into<String>) -> Report {
+    Report {
+        code,
+        message: message.into(),
+        detail: None,
+        hint: hint.into(),
+    }
+}
+
+fn report_with_detail(
+    code: Code,
+    message: impl Into<String>,
+    detail: impl Into<String>,
+    hint: impl Into<String>,
+) -> Report {
+    Report {
+        detail: Some(detail.into()),
+        ..report(code, message, hint)
+    }
+}
+
+impl Error {
+    /// The table: SQLSTATE, message, detail and hint of every case.
+    pub fn report(self) -> Report {
+        use Error as E;
+        match self {
+            E::NotPreloaded => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "the library is not loaded through shared_preload_libraries",
+                "Add snowflake_id to shared_preload_libraries in postgresql.conf (for example shared_preload_libraries = 'snowflake_id'), set snowflake_id.node_id, and restart the server.",
+            ),
+            E::NodeIdUnset { max_node } => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "snowflake_id.node_id is not set",
+                format!(
+                    "Add snowflake_id.node_id = <n> to postgresql.conf, with n between 0 and {max_node} and different on every server, then restart the server."
+                ),
+            ),
+            E::ConfigurationChanged { changes } => report_with_detail(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "the configuration changed since this server last issued IDs",
+                changes,
+                "IDs issued under the old and the new configuration could collide or sort wrongly. Restore the old settings, or, if the change is intended, run SELECT snowflake_accept_configuration(); as a superuser.",
+            ),
+            E::LeaseCorrupt(message) => report(
+                Code::ERRCODE_DATA_CORRUPTED,
+                message,
+                "Restore the file from a backup; or, after making sure the system clock is later than every ID this server issued, remove it and restart the server.",
+            ),
+            E::LeaseUnreadable(message) => report(
+                Code::ERRCODE_IO_ERROR,
+                message,
+                "Make the file readable by the server's operating system user, then restart the server.",
+            ),
+            E::InRecovery => report(
+                Code::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+                "cannot issue IDs on a server in recovery (a standby)",
+                "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs once its clock is past the old primary's last ID (README, \"Operations: sharding and replication\").",
+            ),
+
+            E::Generate(e @ GenerateError::ClockBehind { .. }) => report_with_detail(
+                Code::ERRCODE_SYSTEM_ERROR,
+                e.to_string(),
+                "The system clock stepped back, or the server restarted after a lease that lies ahead of the clock. Issuing now could not keep IDs unique and ordered without waiting for the clock to catch up.",
+                "Correct the system clock, or wait until it passes the last issued ID, or raise snowflake_id.max_clock_drift (ALTER SYSTEM SET snowflake_id.max_clock_drift = '1h'; SELECT pg_reload_conf();).",
+            ),
+            E::Generate(e @ (GenerateError::TimeExhausted { .. } | GenerateError::TooMany { .. })) => report(
+                Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                e.to_string(),
+                "The ID layout has no time left: a new layout with a later snowflake_id.epoch or more time bits is needed.",
+            ),
+            E::Generate(e @ GenerateError::BatchTooLarge { .. }) => report(
+                Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                e.to_string(),
+                "Use smaller batches, or raise snowflake_id.max_clock_drift.",
+            ),
+            E::Generate(GenerateError::Lease(message)) => report(
+                Code::ERRCODE_IO_ERROR,
+                message,
+                "The lease file in the data directory must be writable: check free space and permissions.",
+            ),
+            E::BatchSizeNotPositive { n, max } => report(
+                Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("the batch size must be positive, not {n}"),
+                format!("Ask for 1 to {max} IDs at a time."),
+            ),
+            E::BatchSizeTooLarge {
+                n,
+                max,
+                max_drift_ms,
+                ids_per_ms,
+            } => {
+                let (why, hint) = if max == MAX_BATCH {
+                    (
+                        format!("the largest batch is {MAX_BATCH} IDs"),
+                        "Ask for fewer IDs per call and call again for more.".to_string(),
+                    )
+                } else {
+                    (
+                        format!(
+                            "snowflake_id.max_clock_drift ({max_drift_ms} ms) allows at most {max} IDs in one batch ({} ms of {ids_per_ms} IDs each)",
+                            max_drift_ms + 1,
+                        ),
+                        format!(
+                            "Ask for at most {max} IDs per call, or raise snowflake_id.max_clock_drift (each millisecond allows {ids_per_ms} more IDs, up to {MAX_BATCH})."
+                        ),
+                    )
+                };
+                report(
+                    Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("a batch of {n} IDs is too large: {why}"),
+                    hint,
+                )
+            }
+
+            E::Decode(e) => report(
+                Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                e.to_string(),
+                "Pass an ID produced by snowflake_next().",
+            ),
+            E::TimeBeyondTimestamp { time_ms } => report(
+                Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
+                format!(
+                    "{time_ms} ms after the epoch is beyond the range of timestamp with time zone"
+                ),
+                "Only IDs whose time PostgreSQL can represent can be converted to a timestamp.",
+            ),
+            E::InfiniteTimestamp => report(
+                Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
+                "an infinite timestamp has no snowflake ID",
+                "Pass a finite timestamp between snowflake_id.epoch and the end of the time field.",
+            ),
+            E::BeforeEpoch { ts, epoch, end } => report(
+                Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
+                format!("{ts} is before the epoch"),
+                format!("IDs can express times from snowflake_id.epoch ({epoch}) to {end}."),
+            ),
+            E::PastTimeField {
+                ts,
+                time_bits,
+                epoch,
+                end,
+            } => report(
+                Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
+                format!("{ts} is past the end of the {time_bits}-bit time field"),
+                format!("IDs can express times from snowflake_id.epoch ({epoch}) to {end}."),
+            ),
+
+            E::TextForm(e) => {
+                let code = match e.kind() {
+                    text_forms::ErrorKind::BadFormat => Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                    text_forms::ErrorKind::OutOfRange => Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                    text_forms::ErrorKind::BadText => Code::ERRCODE_INVALID_TEXT_REPRESENTATION,
+                };
+                report(code, e.to_string(), e.hint())
+            }
+
+            E::NotSuperuser => report(
+                Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                "only a superuser may accept a configuration change",
+                "Ask a superuser to run SELECT snowflake_accept_configuration();",
+            ),
+            E::AcceptLeaseUnusable(message) => report(
+                Code::ERRCODE_DATA_CORRUPTED,
+                message,
+                "A lease that cannot be read cannot be accepted: restore it from a backup, or remove it after making sure the system clock is later than every ID this server issued, and restart.",
+            ),
+            E::AcceptUnorderable(message) => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                message,
+                "Keep the old layout: the new one cannot issue IDs greater than the existing ones.",
+            ),
+            E::AcceptTooFarAhead {
+                old_max_id,
+                first,
+                ahead_ms,
+            } => {
+                let hint = if ahead_ms < i32::MAX as i64 {
+                    format!("Keep the old epoch and time width (moving bits between snowflake_id.node_bits and snowflake_id.sequence_bits is fine), or raise snowflake_id.max_clock_drift above {ahead_ms} ms for the acceptance and the time it takes the clock to catch up.")
+                } else {
+                    "Keep the old epoch and time width: moving bits between snowflake_id.node_bits and snowflake_id.sequence_bits is fine. This change cannot keep the IDs ordered.".to_string()
+                };
+                report_with_detail(
+                    Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    format!(
+                        "under the new configuration, IDs greater than {old_max_id} start at {first}, {ahead_ms} ms ahead of the clock"
+                    ),
+                    "Moving the epoch later, or giving the time field more bits, maps the present onto smaller IDs than those already issued.",
+                    hint,
+                )
+            }
+            E::AcceptWrite(message) => report(
+                Code::ERRCODE_IO_ERROR,
+                message,
+                "The data directory must be writable: check free space and permissions.",
+            ),
+
+            E::Convert(e) => {
+                let code = match e.kind() {
+                    convert::ErrorKind::WrongObject => Code::ERRCODE_WRONG_OBJECT_TYPE,
+                    convert::ErrorKind::WrongType => Code::ERRCODE_DATATYPE_MISMATCH,
+                    convert::ErrorKind::NotSupported => Code::ERRCODE_FEATURE_NOT_SUPPORTED,
+                    convert::ErrorKind::State => Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                };
+                report(code, format!("cannot convert the column: {e}"), e.hint())
+            }
+            E::ConvertNullArgument => report(
+                Code::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                "snowflake_convert_column needs a table and a column",
+                "Pass the table (as 'schema.table') and the column's name.",
+            ),
+            E::CatalogReadFailed(e) => report(
+                Code::ERRCODE_INTERNAL_ERROR,
+                format!("reading the catalog failed: {e}"),
+                "This is a bug in snowflake_id; please report it with the table's definition.",
+            ),
+            E::RelationGone { oid } => report(
+                Code::ERRCODE_UNDEFINED_TABLE,
+                format!("relation with OID {oid} does not exist"),
+                "It was dropped meanwhile; check the table's name.",
+            ),
+            E::NoSuchColumn { column, table } => report(
+                Code::ERRCODE_UNDEFINED_COLUMN,
+                format!("column \"{column}\" of relation {table} does not exist"),
+                "Pass the column's name as it is stored: case matters (\"Id\" is not id).",
+            ),
+            E::ExtensionNotInstalled => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "the snowflake_id extension is not installed in this database",
+                "Run CREATE EXTENSION snowflake_id first.",
+            ),
+
+            E::Settings(e) => report(Code::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string(), e.hint()),
+            E::ClockSteppedBack {
+                step_ms,
+                max_drift_ms,
+            } => report(
+                Code::ERRCODE_WARNING,
+                format!("the system clock stepped back by {step_ms} ms; IDs continue from the last issued one"),
+                format!(
+                    "IDs stay unique and ordered while the step is within snowflake_id.max_clock_drift ({max_drift_ms} ms); check the time source (NTP) of this server."
+                ),
+            ),
+        }
+    }
+}
+
+impl From<GenerateError> for Error {
+    fn from(e: GenerateError) -> Self {
+        Error::Generate(e)
+    }
+}
+
+impl From<CodecError> for Error {
+    fn from(e: CodecError) -> Self {
+        Error::Decode(e)
+    }
+}
+
+impl From<TextFormError> for Error {
+    fn from(e: TextFormError) -> Self {
+        Error::TextForm(e)
+    }
+}
+
+impl From<ConvertError> for Error {
+    fn from(e: ConvertError) -> Self {
+        Error::Convert(e)
+    }
+}
+
+impl From<pgrx::spi::SpiError> for Error {
+    fn from(e: pgrx::spi::SpiError) -> Self {
+        Error::CatalogReadFailed(e.to_string())
+    }
+}
+
+#[track_caller]
+fn emit(level: PgLogLevel, error: Error) {
+    let Report {
+        code,
+        message,
+        detail,
+        hint,
+    } = error.report();
+    let mut report =
+        ErrorReport::new(code, format!("snowflake_id: {message}"), "snowflake_id").set_hint(hint);
+    if let Some(detail) = detail {
+        report = report.set_detail(detail);
+    }
+    report.report(level);
+}
+
+/// Raises an ERROR; never returns.
+#[track_caller]
+pub fn raise(error: impl Into<Error>) -> ! {
+    emit(PgLogLevel::ERROR, error.into());
+    unreachable!("ERROR does not return")
+}
+
+/// Reports a FATAL error: while the postmaster loads preloaded libraries,
+/// this stops the server.
+#[track_caller]
+pub fn stop(error: Error) -> ! {
+    emit(PgLogLevel::FATAL, error);
+    unreachable!("FATAL does not return")
+}
+
+/// Emits a WARNING and continues.
+#[track_caller]
+pub fn warn(error: Error) {
+    emit(PgLogLevel::WARNING, error);
+}

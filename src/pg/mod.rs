@@ -1,0 +1,24 @@
+//! Everything that touches PostgreSQL's machinery and nothing that defines
+//! SQL: the SQL functions in [`crate::sql`] are thin adapters over these
+//! modules and [`crate::core`].
+//!
+//! The modules, each depending only on those above it (no cycle):
+//! - [`errors`]: the one table from every error to its SQLSTATE, message
+//!   and hint, and `ereport`;
+//! - [`clock`]: the wall clock, and ID times as timestamps;
+//! - [`settings`]: the `snowflake_id.*` settings and the validated
+//!   configuration (held once);
+//! - [`shmem`]: the generator's place in shared memory, the lease file, and
+//!   accepting a configuration change;
+//! - [`backend`]: the backend's view of the generator: may it issue, the
+//!   generator's environment, issuing;
+//! - [`lease_worker`]: the background worker that extends the lease.
+//!
+//! Write-ahead logging of the generator, when it comes, belongs here too.
+
+pub mod backend;
+pub mod clock;
+pub mod errors;
+pub mod lease_worker;
+pub mod settings;
+pub mod shmem;
