@@ -4,6 +4,11 @@
 # throwaway cluster that preloads snowflake_id with node id 5. The installed
 # extension is used: run `cargo pgrx install` first (scripts/test.sh does).
 #
+# The tests are discovered: every sql/NAME.sql runs, setup.sql first (it
+# creates the extension and the helpers), the others in name order, each
+# compared with expected/NAME.out. A test without an expected file fails
+# (create it with SF_REGRESS_ACCEPT=1 and read it before committing).
+#
 #   tests/pg_regress/run.sh            run every test
 #   tests/pg_regress/run.sh usage      run some
 #   SF_REGRESS_ACCEPT=1 tests/pg_regress/run.sh   rewrite expected/ from the results
@@ -12,8 +17,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../integration/lib.sh"
 
 PG_REGRESS=$(dirname "$("$PG_BIN/pg_config" --pgxs)")/../test/regress/pg_regress
-tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(usage stats errors batch node_info node_check text_forms convert)
+tests=()
+for arg in "$@"; do tests+=("$(basename "${arg%.sql}")"); done
+if [ ${#tests[@]} -eq 0 ]; then
+  for f in "$here"/sql/*.sql; do
+    name=$(basename "$f" .sql)
+    [ "$name" = setup ] || tests+=("$name")
+  done
+fi
+for t in setup "${tests[@]}"; do
+  [ -f "$here/sql/$t.sql" ] || { echo "no such test: $here/sql/$t.sql" >&2; exit 2; }
+  if [ ! -f "$here/expected/$t.out" ] && [ -z "${SF_REGRESS_ACCEPT:-}" ]; then
+    echo "no expected output for $t: create $here/expected/$t.out (SF_REGRESS_ACCEPT=1 $0 $t)" >&2
+    exit 2
+  fi
+done
 
 port=$(free_port)
 cluster_init regress "$port" "snowflake_id.node_id = 5" "max_parallel_workers_per_gather = 0"
