@@ -138,6 +138,19 @@ sqlstate_of() {
   printf '%s\n' "$1" | sed -nE 's/^(psql:[^ ]* )?(ERROR|FATAL): +([0-9A-Z]{5}): .*/\3/p' | head -1
 }
 
+# doc_shows_file DOC FILE [NAME]: the Markdown page DOC shows FILE in full, as
+# a fenced ```sql block equal to the file (with NAME, one whose first line
+# starts "-- NAME"), so that what users copy is what the tests run.
+doc_shows_file() {
+  python3 - "$1" "$2" "${3:-}" <<'PY'
+import sys
+doc, path, name = sys.argv[1:]
+text, want = open(doc).read(), open(path).read()
+blocks = [b.split("```", 1)[0] for b in text.split("```sql\n")[1:]]
+sys.exit(0 if any(b == want and (not name or b.startswith("-- " + name)) for b in blocks) else 1)
+PY
+}
+
 # log_has NAME ERE: the cluster's server log matches the extended regular
 # expression, case-insensitively.
 log_has() {

@@ -34,20 +34,11 @@ router_start() {
   psql_on router -c "CREATE EXTENSION snowflake_id"
 }
 
-# readme_recipe_matches FILE: the README shows examples/sharding/FILE in full
-# (a fenced block whose first line is "-- examples/sharding/FILE..."), so
-# what users copy is what the tests run.
-readme_recipe_matches() {
-  local file=$1
-  python3 - "README.md" "$SF_EXAMPLES/$file" "examples/sharding/$file" <<'PY' || fail "README.md does not show $SF_EXAMPLES/$file as it is"
-import sys
-readme, path, name = sys.argv[1:]
-text = open(readme).read()
-want = open(path).read()
-blocks = text.split("```sql\n")[1:]
-blocks = [b.split("```", 1)[0] for b in blocks]
-sys.exit(0 if any(b.startswith("-- " + name) and b == want for b in blocks) else 1)
-PY
+# docs_recipe_matches FILE: docs/sharding.md shows examples/sharding/FILE in
+# full (a fenced block whose first line is "-- examples/sharding/FILE...").
+docs_recipe_matches() {
+  doc_shows_file docs/sharding.md "$SF_EXAMPLES/$1" "examples/sharding/$1" ||
+    fail "docs/sharding.md does not show $SF_EXAMPLES/$1 as it is"
 }
 
 # load_through NAME LABEL SCRIPT: SHARD_ROWS single-row transactions from
@@ -111,7 +102,7 @@ router_reads_every_id() {
 }
 
 # shard_restart_with I SETTING...: ALTER SYSTEM SET each "name = value" on
-# shard I (as the README says to change a node id), then restart it.
+# shard I (as docs/sharding.md says to change a node id), then restart it.
 shard_restart_with() {
   local i=$1 setting; shift
   for setting in "$@"; do psql_on "shard$i" -c "ALTER SYSTEM SET $setting"; done

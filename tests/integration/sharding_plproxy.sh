@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PL/Proxy recipe (examples/sharding/, shown in the README): three shards
+# PL/Proxy recipe (examples/sharding/, shown in docs/sharding.md): three shards
 # with node ids 1, 2, 3 and a router on loopback ports.
 #   - 8 concurrent pgbench clients insert 100,000 rows through the router,
 #     routed by a hash of the business key (RUN ON hashtext(customer));
@@ -24,8 +24,8 @@ set -euo pipefail
 require_installed_extension
 [ -f "$("$PG_BIN/pg_config" --sharedir)/extension/plproxy.control" ] ||
   fail "PL/Proxy is not installed (apt-get install postgresql-15-plproxy; scripts/setup.sh does)"
-for f in shard.sql plproxy_shard.sql plproxy_router.sql check_nodes.sql; do readme_recipe_matches "$f"; done
-pass "the README shows the PL/Proxy recipe files as they are"
+for f in shard.sql plproxy_shard.sql plproxy_router.sql check_nodes.sql; do docs_recipe_matches "$f"; done
+pass "docs/sharding.md shows the PL/Proxy recipe files as they are"
 
 shards_start plproxy_shard.sql
 router_start

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# postgres_fdw recipe (examples/sharding/, shown in the README): three shards
+# postgres_fdw recipe (examples/sharding/, shown in docs/sharding.md): three shards
 # with node ids 1, 2, 3 and a router whose orders table is hash-partitioned
 # by the business key into foreign partitions, one per shard.
 #   - INSERT ... RETURNING id through the router returns the ID the shard
@@ -24,8 +24,8 @@ set -euo pipefail
 require_installed_extension
 [ -f "$("$PG_BIN/pg_config" --sharedir)/extension/postgres_fdw.control" ] ||
   fail "postgres_fdw is not installed (apt-get install postgresql-contrib; scripts/setup.sh does)"
-for f in shard.sql postgres_fdw_router.sql check_nodes.sql; do readme_recipe_matches "$f"; done
-pass "the README shows the postgres_fdw recipe files as they are"
+for f in shard.sql postgres_fdw_router.sql check_nodes.sql; do docs_recipe_matches "$f"; done
+pass "docs/sharding.md shows the postgres_fdw recipe files as they are"
 
 # shellcheck disable=SC2119 # shard.sql only: the router needs nothing on the shards
 shards_start
