@@ -120,15 +120,16 @@ unsafe extern "C-unwind" fn flush_at_transaction_end(
     }
 }
 
-pub struct ServerEnv<'a> {
-    pub config: &'a Config,
-    pub shared: &'a Shared,
+/// The generator's [`Environment`] in a backend, for one call of [`issue`].
+struct ServerEnv<'a> {
+    config: &'a Config,
+    shared: &'a Shared,
     /// The last reading handed to the generator (ms since the epoch).
-    pub last_now_ms: i64,
+    last_now_ms: i64,
 }
 
 impl<'a> ServerEnv<'a> {
-    pub fn new(config: &'a Config, shared: &'a Shared) -> Self {
+    fn new(config: &'a Config, shared: &'a Shared) -> Self {
         ServerEnv {
             config,
             shared,
@@ -136,7 +137,7 @@ impl<'a> ServerEnv<'a> {
         }
     }
 
-    pub fn now_ms(&self) -> i64 {
+    fn now_ms(&self) -> i64 {
         clock::now_ms(self.config)
     }
 }
