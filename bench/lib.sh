@@ -6,37 +6,51 @@
 #   . tests/integration/lib.sh      # at the top level: it declares globals and traps
 #   bench_cluster
 #
-# bench_build builds the extension with `cargo pgrx package` (release) and
-# copies /usr/lib/postgresql/15 and /usr/share/postgresql/15 into
-# OUTDIR/pg/usr/..., with the package on top. PostgreSQL finds its
-# lib and share directories relative to its binaries, so a cluster started
-# from that copy loads this build of snowflake_id, whatever is installed on
-# the machine (and `cargo pgrx install` by someone else cannot replace the
-# library under a running benchmark). It then exports PG_BIN for
-# tests/integration/lib.sh.
+# bench_build builds the extension with `cargo pgrx package` (release) for
+# the server of $BENCH_PG_CONFIG and copies that server's installation into
+# OUTDIR/pg/..., with the package on top (Debian's 15: /usr/lib/postgresql/15
+# and /usr/share/postgresql/15; a server of scripts/postgres.sh: its whole
+# directory). PostgreSQL finds its lib and share directories relative to its
+# binaries, so a cluster started from that copy loads this build of
+# snowflake_id, whatever is installed on the machine (and `cargo pgrx
+# install` by someone else cannot replace the library under a running
+# benchmark). It then exports PG_BIN for tests/integration/lib.sh.
 
 BENCH=${BENCH:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 ROOT=${ROOT:-$(cd "$BENCH/.." && pwd)}
 export PATH="$HOME/.cargo/bin:$PATH"
-SYS_PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+BENCH_PG_CONFIG=${BENCH_PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 # bench_build OUTDIR: set-up, build, private tree in OUTDIR/pg (each run its
 # own, so runs never share one). Logs go to OUTDIR.
 bench_build() {
-  local out=$1 pkg="$1/package" tree="$1/pg"
+  local out=$1 pkg="$1/package" tree="$1/pg" bindir install_root
   bash "$ROOT/scripts/setup.sh" > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; return 1; }
-  echo "building snowflake_id (cargo pgrx package, release)"
-  (cd "$ROOT" && cargo pgrx package --pg-config "$SYS_PG_CONFIG" --out-dir "$pkg") > "$out/build.log" 2>&1 ||
+  echo "building snowflake_id (cargo pgrx package, release) for $("$BENCH_PG_CONFIG" --version)"
+  (cd "$ROOT" && cargo pgrx package --pg-config "$BENCH_PG_CONFIG" --out-dir "$pkg") > "$out/build.log" 2>&1 ||
     { tail -30 "$out/build.log"; return 1; }
   rm -rf "$tree"
-  mkdir -p "$tree/usr/lib/postgresql" "$tree/usr/share/postgresql"
-  cp -a /usr/lib/postgresql/15 "$tree/usr/lib/postgresql/"
-  cp -a /usr/share/postgresql/15 "$tree/usr/share/postgresql/"
-  cp -a "$pkg/usr/." "$tree/usr/"
+  bindir=$("$BENCH_PG_CONFIG" --bindir)
+  # scripts/postgres.sh marks the directory of each server it installs.
+  install_root=$bindir
+  while [ "$install_root" != / ] && [ ! -f "$install_root/.installed" ]; do install_root=$(dirname "$install_root"); done
+  if [ "$install_root" != / ]; then
+    mkdir -p "$tree$install_root"
+    (cd "$install_root" && tar --exclude='snowflake_id*' -cf - .) | tar -C "$tree$install_root" -xf -
+  else
+    # Debian: /usr/lib/postgresql/NN (bin, lib) and /usr/share/postgresql/NN.
+    local prefix sharedir
+    prefix=$(dirname "$bindir")
+    sharedir=$("$BENCH_PG_CONFIG" --sharedir)
+    mkdir -p "$tree$(dirname "$prefix")" "$tree$(dirname "$sharedir")"
+    cp -a "$prefix" "$tree$(dirname "$prefix")/"
+    cp -a "$sharedir" "$tree$(dirname "$sharedir")/"
+  fi
+  cp -a "$pkg/." "$tree/"
   rm -rf "$pkg"
   chmod -R a+rX "$tree"
-  export PG_BIN="$tree/usr/lib/postgresql/15/bin"
-  [ "$("$PG_BIN/pg_config" --pkglibdir)" = "$tree/usr/lib/postgresql/15/lib" ] ||
+  export PG_BIN="$tree$bindir"
+  [ "$("$PG_BIN/pg_config" --pkglibdir)" = "$tree$("$BENCH_PG_CONFIG" --pkglibdir)" ] ||
     { echo "the private PostgreSQL tree does not relocate" >&2; return 1; }
 }
 
@@ -92,6 +106,7 @@ gen_expr() {
     bigserial) echo "nextval('seq_plain')" ;;
     cache100) echo "nextval('seq_cache')" ;;
     uuid) echo "gen_random_uuid()" ;;
+    uuidv7) echo "uuidv7()" ;;
     instagram) echo "insta_next_id()" ;;
     select1) echo "1" ;;
   esac

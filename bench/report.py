@@ -1,8 +1,9 @@
-"""Turns a bench/run.sh result directory into docs/benchmark.md and
-docs/benchmark.png: medians over the repetitions, ratios within the run, and
-the targets of issue 5.
+"""Turns a bench/run.sh result directory into docs/<name>.md and
+docs/<name>.png: medians over the repetitions, ratios within the run, and
+the targets of issue 5 (and, where uuidv7() was measured, on PostgreSQL 18,
+those of issue 11 against it).
 
-    python bench/report.py bench/results/<date> docs
+    python bench/report.py bench/results/<date> docs [name]   (name: benchmark)
 
 Ratios are paired: within each repetition, the two runs compared were made
 minutes apart at most (run.sh rotates the generators' order from one
@@ -27,10 +28,12 @@ NAMES = {
     "bigserial": "nextval() (bigserial)",
     "cache100": "nextval(), CACHE 100",
     "uuid": "gen_random_uuid()",
+    "uuidv7": "uuidv7()",
     "instagram": "Instagram PL/pgSQL",
     "select1": "SELECT 1",
 }
-ORDER = ["snowflake", "bigserial", "cache100", "uuid", "instagram", "select1"]
+ORDER = ["snowflake", "bigserial", "cache100", "uuid", "uuidv7", "instagram", "select1"]
+GENERATORS = [g for g in ORDER if g != "select1"]
 LAYOUT_LIMIT = 4_096_000
 # The fastest a throttled run of 10,000,000 IDs may go: 2,441.4 ms of IDs at
 # the layout's limit, minus the 10 ms they may run ahead of the clock.
@@ -102,6 +105,7 @@ def fmt_x(r):
 
 def main():
     out, docs = Path(sys.argv[1]), Path(sys.argv[2])
+    name = sys.argv[3] if len(sys.argv) > 3 else "benchmark"
     docs.mkdir(parents=True, exist_ok=True)
     res = Results(out)
     m = res.machine
@@ -109,7 +113,7 @@ def main():
     w = lines.append
     w(f"Measured {m['date']} ({m['mode']} mode, `bench/run.sh --{m['mode']}`, commit {m['git']}) on "
       f"{m['cpu']}, {m['cores']} cores, {m['memory']}, Linux {m['kernel']}, clocksource {m['clocksource']}, "
-      f"{m['postgres']}. Rates are medians of the repetitions (count in brackets); ratios are medians of "
+      f"{m['postgres']}{' (' + m['postgres_build'] + ')' if 'postgres_build' in m else ''}. Rates are medians of the repetitions (count in brackets); ratios are medians of "
       "the ratios within each repetition, whose runs were made minutes apart at most. "
       f"Load average at the end: {m['loadavg_at_end']}.")
     w("")
@@ -123,14 +127,14 @@ def main():
     w("| generator | N = 1,000,000 | vs bigserial | vs CACHE 100 | own cost | N = 10,000,000 | vs bigserial "
       "| own cost | cost per call, 10M / 1M |")
     w("|---|---|---|---|---|---|---|---|---|")
-    for g in ORDER[:5] + ["select1"]:
+    for g in ORDER:
         r1, r10 = res.median(*one(g, ONE_M)), res.median(*one(g, TEN_M))
         if r1 is None and r10 is None:
             continue
-        name = "1 (the floor)" if g == "select1" else NAMES[g]
+        label = "1 (the floor)" if g == "select1" else NAMES[g]
         own1 = fmt_ns(res.own_ns(one(g, ONE_M), one("select1", ONE_M))) if g != "select1" else "-"
         own10 = fmt_ns(res.own_ns(one(g, TEN_M), one("select1", TEN_M))) if g != "select1" else "-"
-        w(f"| {name} | {fmt_rate(r1)} [{res.count(*one(g, ONE_M))}] "
+        w(f"| {label} | {fmt_rate(r1)} [{res.count(*one(g, ONE_M))}] "
           f"| {fmt_x(res.ratio(one(g, ONE_M), one('bigserial', ONE_M)))} "
           f"| {fmt_x(res.ratio(one(g, ONE_M), one('cache100', ONE_M)))} | {own1} "
           f"| {fmt_rate(r10) + f' [{res.count(*one(g, TEN_M))}]' if r10 else '-'} "
@@ -164,6 +168,8 @@ def main():
     w("| generator | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in clients) + " |")
     w("|---|" + "---|" * len(clients))
     for g in ORDER:
+        if not any(res.median("pgbench", g, c) for c in clients):
+            continue
         cells = []
         for c in clients:
             t = res.median("pgbench", g, c)
@@ -171,7 +177,7 @@ def main():
             cells.append(f"{fmt_rate(t)} [{res.count('pgbench', g, c)}] ({fmt_x(r)} of SELECT 1)" if t else "-")
         w(f"| {NAMES[g]} | " + " | ".join(cells) + " |")
     w("")
-    w("![pgbench throughput against clients](benchmark.png)")
+    w(f"![pgbench throughput against clients]({name}.png)")
     w("")
 
     # 3. insert (1,000,000 rows; fewer in quick mode)
@@ -183,7 +189,7 @@ def main():
     w("")
     w("| generator | rows/s | vs bigserial | primary key size | vs bigserial |")
     w("|---|---|---|---|---|")
-    for g in ORDER[:5]:
+    for g in GENERATORS:
         r, p = res.median(*ins(g)), res.median(*pk(g))
         if r is None:
             continue
@@ -265,7 +271,19 @@ def main():
                f"{st / LAYOUT_LIMIT:.0%} of it", st >= LAYOUT_LIMIT * 0.95)
     w("")
 
-    (docs / "benchmark.md").write_text("\n".join(lines) + "\n")
+    if res.median(*one("uuidv7", ONE_M)) is not None:
+        w("**Targets of issue 11 against PostgreSQL 18's uuidv7()**")
+        w("")
+        w("| target | measured | met |")
+        w("|---|---|---|")
+        ratio_target("one session ≥ 1.5x uuidv7()", one("snowflake", ONE_M), one("uuidv7", ONE_M), 1.5)
+        ratio_target("bulk insert ≥ 1.3x uuidv7()", ins("snowflake"), ins("uuidv7"), 1.3)
+        sv = res.ratio(pk("snowflake"), pk("uuidv7"))
+        if sv is not None:
+            target("primary key at most half the size of uuidv7()'s", fmt_x(sv), sv <= 0.5)
+        w("")
+
+    (docs / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
     # chart
@@ -283,9 +301,10 @@ def main():
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend()
-    ax.set_title(f"ID generators in PostgreSQL 15, {m['cores']} cores, {m['date']}")
+    major = m["postgres"].split()[-1].split(".")[0]
+    ax.set_title(f"ID generators in PostgreSQL {major}, {m['cores']} cores, {m['date']}")
     fig.tight_layout()
-    fig.savefig(docs / "benchmark.png", dpi=110)
+    fig.savefig(docs / f"{name}.png", dpi=110)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,22 @@
 #   bench/run.sh --quick
 #   bench/run.sh --full     7 repetitions of the short runs, 5 of inserts and
 #                           pgbench, 3 of the long runs, < 20 min
+#   bench/run.sh --pg 18    on another supported PostgreSQL (default 15);
+#                           combine with --quick or --full
 #
 # Writes docs/benchmark.md (medians, ratios, the targets of issue 5) and
-# docs/benchmark.png (pgbench throughput against clients), and keeps the raw
-# numbers in bench/results/<date>/. Generators compared:
+# docs/benchmark.png (pgbench throughput against clients) for 15, and
+# docs/benchmark-pg<NN>.md and .png for another version, and keeps the raw
+# numbers in bench/results/<date>/. On 18 the run also compares against
+# PostgreSQL 18's own uuidv7(), on a server built with OpenSSL as
+# distributions build it ("18-openssl" of scripts/postgres.sh, built on the
+# first such run: the wheel that the tests use is built without OpenSSL,
+# and its uuidv7() reads /dev/urandom on every call). Generators compared:
 #   snowflake   snowflake_next()
 #   bigserial   nextval() of a plain sequence (what bigserial uses)
 #   cache100    nextval() of a sequence with CACHE 100
 #   uuid        gen_random_uuid()
+#   uuidv7      uuidv7() (PostgreSQL 18 only)
 #   instagram   Instagram's PL/pgSQL next_id() (a sequence, the clock, shifts)
 #   select1     the constant 1: the floor (SELECT 1 for one-call transactions,
 #               and the one-session query with no generator)
@@ -35,7 +43,7 @@
 #   5. the criterion benchmark of the pure core (cargo bench --bench core).
 #
 # The extension is built in release mode with `cargo pgrx package` and run
-# from a private copy of the PostgreSQL 15 installation (see bench/lib.sh),
+# from a private copy of the PostgreSQL installation (see bench/lib.sh),
 # so the benchmark neither touches nor depends on the extension installed on
 # the machine, and other users' installs cannot change it mid-run. Clusters
 # come from tests/integration/lib.sh (127.0.0.1, own port, stopped at exit).
@@ -46,14 +54,28 @@ BENCH=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$BENCH/.." && pwd)
 
 MODE=quick
-for arg in "$@"; do
-  case $arg in
+PG_VERSION=15
+while [ $# -gt 0 ]; do
+  case $1 in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
+    --pg) [ $# -ge 2 ] || { echo "usage: bench/run.sh [--quick|--full] [--pg 15|16|17|18]" >&2; exit 2; }
+      PG_VERSION=$2; shift ;;
     -h | --help) sed -n '2,/^set -e/{/^set -e/!p}' "$0"; exit 0 ;;
-    *) echo "usage: bench/run.sh [--quick|--full]" >&2; exit 2 ;;
+    *) echo "usage: bench/run.sh [--quick|--full] [--pg 15|16|17|18]" >&2; exit 2 ;;
   esac
+  shift
 done
+# shellcheck source-path=SCRIPTDIR source=../scripts/postgres.sh
+. "$ROOT/scripts/postgres.sh"
+case $PG_VERSION in
+  15 | 16 | 17) BENCH_PG_CONFIG=$(install_postgres "$PG_VERSION") ;;
+  18) BENCH_PG_CONFIG=$(install_postgres 18-openssl) ;;
+  *) echo "bench: unsupported PostgreSQL version '$PG_VERSION' (${SF_PG_VERSIONS[*]})" >&2; exit 2 ;;
+esac
+export BENCH_PG_CONFIG
+REPORT_NAME=benchmark
+[ "$PG_VERSION" = 15 ] || REPORT_NAME=benchmark-pg$PG_VERSION
 
 # Ratios are computed per repetition between runs made minutes apart at most,
 # and the report gives their median: on a shared 2-core machine, load from
@@ -78,6 +100,7 @@ else
   INSERT_ROWS=250000
 fi
 GENS="snowflake bigserial cache100 uuid instagram"
+[ "$PG_VERSION" -ge 18 ] && GENS="$GENS uuidv7"
 CLIENTS="1 4 16 64"
 
 STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
@@ -205,7 +228,7 @@ done
 log "INSERT $INSERT_ROWS rows with the generator as the primary key default ($REPS repetitions)"
 table_ddl() {
   case $1 in
-    uuid) echo "CREATE TABLE ins_$1 (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)" ;;
+    uuid | uuidv7) echo "CREATE TABLE ins_$1 (id uuid PRIMARY KEY DEFAULT $(gen_expr "$1"), v int)" ;;
     *) echo "CREATE TABLE ins_$1 (id bigint PRIMARY KEY DEFAULT $(gen_expr "$1"), v int)" ;;
   esac
 }
@@ -239,6 +262,7 @@ done
 psql_on bench -x -c "SELECT * FROM snowflake_stats()" > "$OUT/stats.txt"
 cluster_stop bench
 PG_VERSION_LINE=$("$PG_BIN/postgres" --version)
+PG_CONFIGURE=$("$PG_BIN/pg_config" --configure)
 rm -rf "$OUT/pg"   # the private PostgreSQL tree (50 MB)
 
 # --- 5: criterion ----------------------------------------------------------------
@@ -263,6 +287,7 @@ done
   echo "memory=$(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo)"
   echo "kernel=$(uname -r)"
   echo "postgres=$PG_VERSION_LINE"
+  if [[ $PG_CONFIGURE == *--with-openssl* ]]; then echo "postgres_build=with OpenSSL"; else echo "postgres_build=without OpenSSL"; fi
   echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)"
   echo "loadavg_at_end=$(cut -d' ' -f1-3 /proc/loadavg)"
   echo "git=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && git diff --quiet -- . ':!docs' 2>/dev/null || echo '+changes')"
@@ -274,5 +299,5 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q matplotlib
 fi
-"$VENV/bin/python" "$BENCH/report.py" "$OUT" "$ROOT/docs"
-log "done: docs/benchmark.md, docs/benchmark.png (raw data in $OUT)"
+"$VENV/bin/python" "$BENCH/report.py" "$OUT" "$ROOT/docs" "$REPORT_NAME"
+log "done: docs/$REPORT_NAME.md, docs/$REPORT_NAME.png (raw data in $OUT)"

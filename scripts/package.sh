@@ -2,7 +2,9 @@
 # Builds the release archive of snowflake_id for one PostgreSQL major version:
 #
 #   scripts/package.sh                      # PostgreSQL 15 (Debian's pg_config)
-#   PG_CONFIG=/path/to/pg_config scripts/package.sh
+#   scripts/package.sh --pg 17              # 16, 17 or 18, as scripts/setup.sh --pg installs them
+#   scripts/package.sh --pg all             # one archive for each of 15, 16, 17 and 18
+#   PG_CONFIG=/path/to/pg_config scripts/package.sh   # any other server (PGDG packages, a source build)
 #
 # It runs `cargo pgrx package` (a release build plus the generated install
 # script) and packs its output into
@@ -19,6 +21,20 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
+# shellcheck source=postgres.sh
+. scripts/postgres.sh
+
+if [ "${1:-}" = --pg ]; then
+  [ $# -eq 2 ] || { echo "package: usage: scripts/package.sh [--pg 15|16|17|18|all]" >&2; exit 2; }
+  if [ "$2" = all ]; then
+    for v in "${SF_PG_VERSIONS[@]}"; do "$0" --pg "$v"; done
+    exit 0
+  fi
+  PG_CONFIG=$(pg_config_for "$2")
+  [ -n "$PG_CONFIG" ] || { echo "package: PostgreSQL $2 is not installed (scripts/setup.sh --pg $2)" >&2; exit 1; }
+elif [ $# -gt 0 ]; then
+  echo "package: usage: scripts/package.sh [--pg 15|16|17|18|all]" >&2; exit 2
+fi
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)

@@ -1,12 +1,33 @@
 #!/usr/bin/env bash
 # Installs what building and testing snowflake_id needs, and nothing that is
-# already there: Debian packages, cargo-pgrx 0.18.1, and `cargo pgrx init`
-# against the system PostgreSQL 15. Safe to run again; the demo and test
-# commands call it first.
+# already there: Debian packages, the PostgreSQL servers asked for,
+# cargo-pgrx 0.18.1, and `cargo pgrx init` against every installed server's
+# pg_config (pgrx never downloads PostgreSQL). Safe to run again; the demo
+# and test commands call it first.
+#
+#   scripts/setup.sh                 PostgreSQL 15 (Debian's packages) only
+#   scripts/setup.sh --pg 17         15 and 17
+#   scripts/setup.sh --pg all        15, 16, 17 and 18
+#
+# Where 16, 17 and 18 come from, and where they are cached: scripts/postgres.sh.
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=postgres.sh
+. "$ROOT/scripts/postgres.sh"
+
+versions=(15)
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pg)
+      [ $# -ge 2 ] || { echo "setup: --pg needs a version (${SF_PG_VERSIONS[*]} or all)" >&2; exit 2; }
+      if [ "$2" = all ]; then versions=("${SF_PG_VERSIONS[@]}"); else versions+=("$2"); fi
+      shift 2
+      ;;
+    *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--pg 15|16|17|18|all]...)" >&2; exit 2 ;;
+  esac
+done
 
 PG_MAJOR=15
-PG_CONFIG=/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config
 PGRX_VERSION=0.18.1
 APT_PACKAGES=(
   "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-contrib"
@@ -49,11 +70,34 @@ if ! cargo pgrx --version 2>/dev/null | grep -q " ${PGRX_VERSION}\$"; then
   cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
 fi
 
-if ! grep -qs "^pg${PG_MAJOR} *= *\"${PG_CONFIG}\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
-  echo "setup: cargo pgrx init --pg${PG_MAJOR} ${PG_CONFIG}"
-  cargo pgrx init --pg${PG_MAJOR} "${PG_CONFIG}"
+# The servers asked for (15 is Debian's, installed above).
+declare -A seen=()
+for v in "${versions[@]}"; do
+  [ -n "${seen[$v]:-}" ] && continue
+  seen[$v]=1
+  install_postgres "$v" >/dev/null
+done
+
+# `cargo pgrx init` with every installed server, so that asking for one
+# version never drops another from pgrx's configuration.
+init_args=()
+for v in "${SF_PG_VERSIONS[@]}"; do
+  config=$(pg_config_for "$v")
+  [ -n "$config" ] && init_args+=("--pg$v" "$config")
+done
+config_toml="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+stale=0
+for ((i = 0; i < ${#init_args[@]}; i += 2)); do
+  grep -qs "^${init_args[i]#--} *= *\"${init_args[i + 1]}\"" "$config_toml" || stale=1
+done
+if [ $stale -eq 1 ]; then
+  echo "setup: cargo pgrx init ${init_args[*]}"
+  cargo pgrx init "${init_args[@]}"
 fi
 
-# `cargo pgrx install` writes into the system PostgreSQL's lib and share
-# directories; the test clusters run as postgres and only read them.
-echo "setup: ok (cargo-pgrx ${PGRX_VERSION}, PostgreSQL ${PG_MAJOR} at ${PG_CONFIG})"
+# `cargo pgrx install` writes into each server's lib and share directories;
+# the test clusters run as postgres and only read them.
+for ((i = 0; i < ${#init_args[@]}; i += 2)); do
+  echo "setup: PostgreSQL ${init_args[i]#--pg}: ${init_args[i + 1]}"
+done
+echo "setup: ok (cargo-pgrx ${PGRX_VERSION})"

@@ -1,40 +1,113 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
-#   1. set-up (scripts/setup.sh: Debian packages, cargo-pgrx 0.18.1, cargo pgrx init);
-#   2. cargo fmt --check and cargo clippy -D warnings;
-#   3. cargo pgrx test: the pure unit and property tests of the core and the
-#      #[pg_test] tests inside a server (run as the postgres user);
-#   4. cargo pgrx install --release, then the pg_regress suite and the
-#      integration tests that drive real clusters from outside.
-# Any failure stops the run with a non-zero status.
+#
+#   scripts/test.sh              every supported PostgreSQL: 15, 16, 17, 18
+#   scripts/test.sh --pg 17      one version (repeat --pg for several)
+#
+#   1. set-up (scripts/setup.sh: Debian packages, the PostgreSQL servers,
+#      cargo-pgrx 0.18.1, cargo pgrx init);
+#   2. cargo fmt --check, and cargo clippy -D warnings with each version's
+#      features;
+#   3. for each version, one after the other:
+#      a. cargo pgrx test pgNN: the pure unit and property tests of the core
+#         and the #[pg_test] tests inside a server (run as postgres);
+#      b. cargo pgrx install --release into that server;
+#      c. the pg_regress suite;
+#      d. the integration tests that drive real clusters from outside: all of
+#         them on 15; on 16, 17 and 18 those that exercise version-specific
+#         server behaviour (VERSION_TESTS below);
+#   4. when 15 and a newer version were tested: a real pg_upgrade from 15 to
+#      the newest of them (tests/upgrade/pg_upgrade.sh).
+# Any failure stops the run with a non-zero status. Each step prints its
+# duration, and the run ends with a summary of the minutes per version.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+# shellcheck source=postgres.sh
+. scripts/postgres.sh
 
-step() { printf '\n==== %s\n' "$*"; }
+# The integration tests run on every version, not only on 15: concurrency,
+# crash recovery with a clock set back, standbys and promotion, pg_dump and
+# pg_restore, and the release archive installed into a clean server.
+VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover dump_restore package_install)
 
-step "set-up"
-bash scripts/setup.sh
+versions=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pg)
+      [ $# -ge 2 ] || { echo "test: --pg needs a version (${SF_PG_VERSIONS[*]})" >&2; exit 2; }
+      case " ${SF_PG_VERSIONS[*]} " in
+        *" $2 "*) versions+=("$2") ;;
+        *) echo "test: unsupported PostgreSQL version '$2' (supported: ${SF_PG_VERSIONS[*]})" >&2; exit 2 ;;
+      esac
+      shift 2
+      ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test: unknown argument '$1' (usage: scripts/test.sh [--pg 15|16|17|18]...)" >&2; exit 2 ;;
+  esac
+done
+[ ${#versions[@]} -gt 0 ] || versions=("${SF_PG_VERSIONS[@]}")
+
+step_start=$SECONDS
+step() {
+  printf '     (took %ds)\n\n==== %s\n' $((SECONDS - step_start)) "$*"
+  step_start=$SECONDS
+}
+declare -a summary=()
+
+step "set-up: PostgreSQL ${versions[*]}"
+setup_args=()
+for v in "${versions[@]}"; do setup_args+=(--pg "$v"); done
+bash scripts/setup.sh "${setup_args[@]}"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --features "pg15 pg_test" -- -D warnings
+for v in "${versions[@]}"; do
+  step "cargo clippy --all-targets -- -D warnings (pg$v)"
+  cargo clippy --all-targets --no-default-features --features "pg$v pg_test" -- -D warnings
+done
 
-step "cargo pgrx test (unit, property and #[pg_test] tests)"
 PGRX_TEST_DIR=$(mktemp -d /tmp/snowflake_pgrx_test.XXXXXX)
 chown postgres:postgres "$PGRX_TEST_DIR"
 trap 'rm -rf "$PGRX_TEST_DIR"' EXIT
-cargo pgrx test pg15 --runas postgres --pgdata "$PGRX_TEST_DIR/data"
 
-step "cargo pgrx install --release"
-cargo pgrx install --release --pg-config "$PG_CONFIG"
+for v in "${versions[@]}"; do
+  version_start=$SECONDS
+  pg_config=$(pg_config_for "$v")
+  [ -n "$pg_config" ] || { echo "test: PostgreSQL $v is not installed (scripts/setup.sh --pg $v)" >&2; exit 1; }
+  export PG_BIN; PG_BIN=$("$pg_config" --bindir)
 
-step "pg_regress suite"
-bash tests/pg_regress/run.sh
+  step "pg$v: cargo pgrx test (unit, property and #[pg_test] tests) on $("$pg_config" --version)"
+  cargo pgrx test "pg$v" --runas postgres --pgdata "$PGRX_TEST_DIR/data$v"
 
-step "integration tests"
-bash tests/integration/run_all.sh
+  step "pg$v: cargo pgrx install --release"
+  cargo pgrx install --release --pg-config "$pg_config"
+
+  step "pg$v: pg_regress suite"
+  bash tests/pg_regress/run.sh
+
+  if [ "$v" = 15 ]; then
+    step "pg$v: integration tests (all)"
+    bash tests/integration/run_all.sh
+  else
+    step "pg$v: integration tests (${VERSION_TESTS[*]})"
+    bash tests/integration/run_all.sh "${VERSION_TESTS[@]}"
+  fi
+  summary+=("pg$v: $(((SECONDS - version_start + 30) / 60)) min")
+done
+
+newest=${versions[-1]}
+for v in "${versions[@]}"; do [ "$v" -gt "$newest" ] && newest=$v; done
+if [[ " ${versions[*]} " == *" 15 "* ]] && [ "$newest" -gt 15 ]; then
+  step "pg_upgrade from 15 to $newest"
+  upgrade_start=$SECONDS
+  PG_BIN=$("$(pg_config_for 15)" --bindir) NEW_PG_BIN=$("$(pg_config_for "$newest")" --bindir) \
+    bash tests/integration/run_all.sh --dir tests/upgrade pg_upgrade
+  summary+=("pg_upgrade 15 -> $newest: $(((SECONDS - upgrade_start + 30) / 60)) min")
+fi
+
+step "done"
+printf '%s\n' "${summary[@]}"
+echo "all steps passed in $((SECONDS / 60)) min"

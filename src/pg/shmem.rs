@@ -57,7 +57,6 @@ pub struct Shared {
 }
 
 static mut SHARED: *mut Shared = std::ptr::null_mut();
-#[cfg(any(feature = "pg15", feature = "pg16", feature = "pg17", feature = "pg18"))]
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 
@@ -65,13 +64,9 @@ static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 /// `_PG_init` while preloading, after the settings were validated.
 pub fn request() {
     unsafe {
-        #[cfg(any(feature = "pg15", feature = "pg16", feature = "pg17", feature = "pg18"))]
-        {
-            PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
-            pg_sys::shmem_request_hook = Some(shmem_request);
-        }
-        #[cfg(any(feature = "pg13", feature = "pg14"))]
-        reserve();
+        // PostgreSQL 15 and later reserve shared memory in this hook only.
+        PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(shmem_request);
         PREV_SHMEM_STARTUP_HOOK = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(shmem_startup);
     }
@@ -84,7 +79,6 @@ unsafe fn reserve() {
     }
 }
 
-#[cfg(any(feature = "pg15", feature = "pg16", feature = "pg17", feature = "pg18"))]
 #[pg_guard]
 unsafe extern "C-unwind" fn shmem_request() {
     unsafe {

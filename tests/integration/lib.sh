@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared helpers for the integration tests: throwaway PostgreSQL 15 clusters
+# Shared helpers for the integration tests: throwaway PostgreSQL clusters
 # that run as the `postgres` user, listen on 127.0.0.1 only, each on its own
 # port and socket directory under one work directory, and are stopped (and
 # removed) by the script that started them, also when a test fails.
@@ -11,7 +11,13 @@
 
 set -euo pipefail
 
+# The server under test: PG_BIN, its bin directory (default Debian's 15;
+# scripts/test.sh --pg NN sets it). Its client programs (psql, pgbench,
+# pg_dump, ...) come first in PATH, so that every tool matches the server.
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+export PATH="$PG_BIN:$PATH"
+# PG_MAJOR: the server's major version, for the few version-specific steps.
+PG_MAJOR=$("$PG_BIN/pg_config" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p')
 SF_WORK=${SF_WORK:-$(mktemp -d /tmp/snowflake_it.XXXXXX)}
 chmod 755 "$SF_WORK"
 chown postgres:postgres "$SF_WORK"
@@ -26,17 +32,24 @@ as_pg() {
 cluster_dir()  { echo "$SF_WORK/$1"; }
 cluster_port() { cat "$SF_WORK/$1.port"; }
 cluster_log()  { echo "$SF_WORK/$1.log"; }
+# cluster_bin NAME: the bin directory of the server that made the cluster
+# (PG_BIN at cluster_init), so that a test with two versions (pg_upgrade)
+# starts and stops each cluster with its own pg_ctl.
+cluster_bin()  { cat "$SF_WORK/$1.bin" 2>/dev/null || echo "$PG_BIN"; }
 
 # cluster_init NAME PORT [conf line...]: initdb plus a postgresql.conf that
-# preloads snowflake_id. Extra arguments are appended as configuration lines.
+# preloads snowflake_id. Extra arguments are appended as configuration lines;
+# SF_INITDB_OPTS adds initdb options.
 cluster_init() {
   local name=$1 port=$2; shift 2
   local dir; dir=$(cluster_dir "$name")
   # cd / so that initdb, running as postgres, does not warn about a working
   # directory it cannot read.
-  (cd / && as_pg "$PG_BIN/initdb" -D "$dir" -A trust -U postgres --no-sync >/dev/null)
+  # shellcheck disable=SC2086 # SF_INITDB_OPTS: extra initdb options, split on spaces
+  (cd / && as_pg "$PG_BIN/initdb" -D "$dir" -A trust -U postgres --no-sync ${SF_INITDB_OPTS:-} >/dev/null)
   mkdir -p "$dir.sock"; chown postgres:postgres "$dir.sock"
   echo "$port" > "$SF_WORK/$name.port"
+  echo "$PG_BIN" > "$SF_WORK/$name.bin"
   {
     echo "listen_addresses = '127.0.0.1'"
     echo "port = $port"
@@ -59,14 +72,14 @@ cluster_conf() {
 # the server refuses to start), leaving the log in $(cluster_log NAME).
 cluster_start() {
   local name=$1
-  (cd / && as_pg "$PG_BIN/pg_ctl" -D "$(cluster_dir "$name")" -l "$(cluster_log "$name")" -w -t 60 start >/dev/null)
+  (cd / && as_pg "$(cluster_bin "$name")/pg_ctl" -D "$(cluster_dir "$name")" -l "$(cluster_log "$name")" -w -t 60 start >/dev/null)
 }
 
 cluster_stop() {
   local name=$1 mode=${2:-fast}
   local dir; dir=$(cluster_dir "$name")
   if [ -f "$dir/postmaster.pid" ]; then
-    (cd / && as_pg "$PG_BIN/pg_ctl" -D "$dir" -m "$mode" -w -t 60 stop >/dev/null 2>&1) || true
+    (cd / && as_pg "$(cluster_bin "$name")/pg_ctl" -D "$dir" -m "$mode" -w -t 60 stop >/dev/null 2>&1) || true
   fi
 }
 
@@ -253,10 +266,11 @@ expect_drift_error() {
 cluster_basebackup() {
   local name=$1 port=$2 from=$3
   local dir; dir=$(cluster_dir "$name")
-  (cd / && as_pg pg_basebackup -h 127.0.0.1 -p "$(cluster_port "$from")" -U postgres \
+  (cd / && as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$(cluster_port "$from")" -U postgres \
     -D "$dir" -R -X stream -c fast --no-sync)
   mkdir -p "$dir.sock"; chown postgres:postgres "$dir.sock"
   echo "$port" > "$SF_WORK/$name.port"
+  cluster_bin "$from" > "$SF_WORK/$name.bin"
   SF_CLUSTERS+=("$name")
   cluster_conf "$name" "port = $port" "unix_socket_directories = '$dir.sock'"
 }

@@ -2,11 +2,12 @@
 # The release archive installs where there is no Rust, and versions upgrade.
 #
 # 1. scripts/package.sh builds the archive (cargo pgrx package + tar).
-# 2. A clean PostgreSQL 15 root: a copy of the system PostgreSQL's bin, lib
-#    and share directories under a scratch prefix, without any snowflake_id
-#    file (PostgreSQL finds its share and lib directories relative to its
-#    binaries, so the copy is a self-contained installation). The archive
-#    is extracted into it exactly as on a server (`tar -xzf ... -C /`).
+# 2. A clean PostgreSQL root: a copy of the tested server's installation (PG_BIN:
+#    Debian's 15 by default, scripts/test.sh --pg NN sets another) under a
+#    scratch prefix, without any snowflake_id file (PostgreSQL finds its
+#    share and lib directories relative to its binaries, so the copy is a
+#    self-contained installation). The archive is extracted into it exactly
+#    as on a server (`tar -xzf ... -C /`).
 # 3. The library needs nothing but libc and libgcc (no Rust runtime); a
 #    cluster of the copied binaries, with PATH free of cargo, preloads it,
 #    and CREATE EXTENSION, snowflake_next() and the other functions work.
@@ -28,15 +29,14 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-SYS_BIN=/usr/lib/postgresql/15/bin
-SYS_CONFIG=$SYS_BIN/pg_config
+SYS_CONFIG=$PG_BIN/pg_config
 LIBDIR=$("$SYS_CONFIG" --pkglibdir)
 SHAREDIR=$("$SYS_CONFIG" --sharedir)
 BINDIR=$("$SYS_CONFIG" --bindir)
 version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
 
 # --- 1. the archive
-archive=$(bash scripts/package.sh 2>"$SF_WORK/package.log" | tail -1) || { cat "$SF_WORK/package.log"; fail "scripts/package.sh failed"; }
+archive=$(PG_CONFIG=$SYS_CONFIG bash scripts/package.sh 2>"$SF_WORK/package.log" | tail -1) || { cat "$SF_WORK/package.log"; fail "scripts/package.sh failed"; }
 [ -f "$archive" ] || fail "no archive at '$archive'"
 echo "archive: $archive"
 tar -tzvf "$archive"
@@ -51,11 +51,25 @@ pass "the archive holds the library, the control file, the install script and th
 
 # --- 2. a clean PostgreSQL root, and the archive extracted into it
 root="$SF_WORK/root"
-mkdir -p "$root$BINDIR" "$root$LIBDIR" "$root$SHAREDIR"
-cp -a "$BINDIR/." "$root$BINDIR/"
-(cd "$LIBDIR" && find . -maxdepth 1 -type f ! -name 'snowflake_id*' -exec cp -a {} "$root$LIBDIR/" \;)
-(cd "$SHAREDIR" && tar --exclude='./extension/snowflake_id*' -cf - .) | tar -C "$root$SHAREDIR" -xf -
-[ -z "$(find "$root" -name 'snowflake_id*')" ] || fail "the clean root already has snowflake_id files"
+# A server that scripts/postgres.sh installed (a wheel, a source build) lives
+# in one directory, marked .installed, that may hold libraries beside the
+# prefix (a wheel's *.libs, found through RPATH $ORIGIN/..): copy it whole.
+# Debian's server is spread over /usr/lib/postgresql/NN and
+# /usr/share/postgresql/NN: copy its bin, lib and share directories.
+install_root=$BINDIR
+while [ "$install_root" != / ] && [ ! -f "$install_root/.installed" ]; do install_root=$(dirname "$install_root"); done
+if [ "$install_root" != / ]; then
+  mkdir -p "$root$install_root"
+  (cd "$install_root" && tar --exclude='snowflake_id*' -cf - .) | tar -C "$root$install_root" -xf -
+else
+  mkdir -p "$root$BINDIR" "$root$LIBDIR" "$root$SHAREDIR"
+  cp -a "$BINDIR/." "$root$BINDIR/"
+  (cd "$LIBDIR" && find . -maxdepth 1 -type f ! -name 'snowflake_id*' -exec cp -a {} "$root$LIBDIR/" \;)
+  (cd "$SHAREDIR" && tar --exclude='./extension/snowflake_id*' -cf - .) | tar -C "$root$SHAREDIR" -xf -
+fi
+# (The extension's files, not directories: the cache of scripts/postgres.sh
+# is itself called snowflake_id.)
+[ -z "$(find "$root" -type f -name 'snowflake_id*')" ] || fail "the clean root already has snowflake_id files"
 [ "$("$root$BINDIR/pg_config" --sharedir)" = "$root$SHAREDIR" ] ||
   fail "the copied PostgreSQL does not find its share directory under the scratch prefix"
 tar -xzf "$archive" -C "$root"
@@ -71,7 +85,7 @@ if echo "$deps" | grep -Eiq "libstd-|rustc|\.rustup|\.cargo"; then fail "the lib
 pass "the library needs only system libraries"
 
 PG_BIN="$root$BINDIR"
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH="$PG_BIN:/usr/sbin:/usr/bin:/sbin:/bin"
 command -v cargo >/dev/null && fail "cargo is still on PATH"
 cluster_init pkg "$(free_port)" "snowflake_id.node_id = 11"
 cluster_start pkg || fail "a cluster of the clean root with the packaged library did not start"

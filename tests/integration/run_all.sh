@@ -8,6 +8,9 @@
 # passed, M failed`; the exit status is non-zero if any test failed (or a
 # named test does not exist).
 #
+# `--dir DIR` runs the tests of another folder the same way (scripts/test.sh
+# runs tests/upgrade, whose tests need two PostgreSQL versions, like that).
+#
 # A test that runs longer than SF_TEST_TIMEOUT seconds (default 900; the
 # slowest takes about a minute) is stopped with SIGTERM, which runs its EXIT
 # trap (clusters stopped, log tails printed), and counts as failed: a hang
@@ -21,6 +24,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 self=$(basename "$0")
+if [ "${1:-}" = --dir ]; then
+  [ $# -ge 2 ] && [ -d "$2" ] || { echo "run_all: --dir needs a folder of tests" >&2; exit 2; }
+  here=$(cd "$2" && pwd)
+  shift 2
+fi
 timeout_s=${SF_TEST_TIMEOUT:-900}
 
 declare -a names=()

