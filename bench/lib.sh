@@ -18,34 +18,22 @@
 
 BENCH=${BENCH:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 ROOT=${ROOT:-$(cd "$BENCH/.." && pwd)}
+# shellcheck source=../scripts/postgres.sh
+. "$ROOT/scripts/postgres.sh"
 export PATH="$HOME/.cargo/bin:$PATH"
 BENCH_PG_CONFIG=${BENCH_PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 # bench_build OUTDIR: set-up, build, private tree in OUTDIR/pg (each run its
 # own, so runs never share one). Logs go to OUTDIR.
 bench_build() {
-  local out=$1 pkg="$1/package" tree="$1/pg" bindir install_root
+  local out=$1 pkg="$1/package" tree="$1/pg" bindir
   bash "$ROOT/scripts/setup.sh" > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; return 1; }
   echo "building snowflake_id (cargo pgrx package, release) for $("$BENCH_PG_CONFIG" --version)"
   (cd "$ROOT" && cargo pgrx package --pg-config "$BENCH_PG_CONFIG" --out-dir "$pkg") > "$out/build.log" 2>&1 ||
     { tail -30 "$out/build.log"; return 1; }
   rm -rf "$tree"
   bindir=$("$BENCH_PG_CONFIG" --bindir)
-  # scripts/postgres.sh marks the directory of each server it installs.
-  install_root=$bindir
-  while [ "$install_root" != / ] && [ ! -f "$install_root/.installed" ]; do install_root=$(dirname "$install_root"); done
-  if [ "$install_root" != / ]; then
-    mkdir -p "$tree$install_root"
-    (cd "$install_root" && tar --exclude='snowflake_id*' -cf - .) | tar -C "$tree$install_root" -xf -
-  else
-    # Debian: /usr/lib/postgresql/NN (bin, lib) and /usr/share/postgresql/NN.
-    local prefix sharedir
-    prefix=$(dirname "$bindir")
-    sharedir=$("$BENCH_PG_CONFIG" --sharedir)
-    mkdir -p "$tree$(dirname "$prefix")" "$tree$(dirname "$sharedir")"
-    cp -a "$prefix" "$tree$(dirname "$prefix")/"
-    cp -a "$sharedir" "$tree$(dirname "$sharedir")/"
-  fi
+  copy_postgres_tree "$BENCH_PG_CONFIG" "$tree" || return 1
   cp -a "$pkg/." "$tree/"
   rm -rf "$pkg"
   chmod -R a+rX "$tree"

@@ -68,8 +68,10 @@ while [ $# -gt 0 ]; do
 done
 # shellcheck source-path=SCRIPTDIR source=../scripts/postgres.sh
 . "$ROOT/scripts/postgres.sh"
+# (15 is Debian's, installed by scripts/setup.sh in bench_build.)
 case $PG_VERSION in
-  15 | 16 | 17) BENCH_PG_CONFIG=$(install_postgres "$PG_VERSION") ;;
+  15) BENCH_PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config ;;
+  16 | 17) BENCH_PG_CONFIG=$(install_postgres "$PG_VERSION") ;;
   18) BENCH_PG_CONFIG=$(install_postgres 18-openssl) ;;
   *) echo "bench: unsupported PostgreSQL version '$PG_VERSION' (${SF_PG_VERSIONS[*]})" >&2; exit 2 ;;
 esac

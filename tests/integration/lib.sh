@@ -16,8 +16,10 @@ set -euo pipefail
 # pg_dump, ...) come first in PATH, so that every tool matches the server.
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 export PATH="$PG_BIN:$PATH"
+# shellcheck source=../../scripts/postgres.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/postgres.sh"
 # PG_MAJOR: the server's major version, for the few version-specific steps.
-PG_MAJOR=$("$PG_BIN/pg_config" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p')
+PG_MAJOR=$(pg_major "$PG_BIN/pg_config")
 SF_WORK=${SF_WORK:-$(mktemp -d /tmp/snowflake_it.XXXXXX)}
 chmod 755 "$SF_WORK"
 chown postgres:postgres "$SF_WORK"

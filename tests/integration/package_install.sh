@@ -51,22 +51,7 @@ pass "the archive holds the library, the control file, the install script and th
 
 # --- 2. a clean PostgreSQL root, and the archive extracted into it
 root="$SF_WORK/root"
-# A server that scripts/postgres.sh installed (a wheel, a source build) lives
-# in one directory, marked .installed, that may hold libraries beside the
-# prefix (a wheel's *.libs, found through RPATH $ORIGIN/..): copy it whole.
-# Debian's server is spread over /usr/lib/postgresql/NN and
-# /usr/share/postgresql/NN: copy its bin, lib and share directories.
-install_root=$BINDIR
-while [ "$install_root" != / ] && [ ! -f "$install_root/.installed" ]; do install_root=$(dirname "$install_root"); done
-if [ "$install_root" != / ]; then
-  mkdir -p "$root$install_root"
-  (cd "$install_root" && tar --exclude='snowflake_id*' -cf - .) | tar -C "$root$install_root" -xf -
-else
-  mkdir -p "$root$BINDIR" "$root$LIBDIR" "$root$SHAREDIR"
-  cp -a "$BINDIR/." "$root$BINDIR/"
-  (cd "$LIBDIR" && find . -maxdepth 1 -type f ! -name 'snowflake_id*' -exec cp -a {} "$root$LIBDIR/" \;)
-  (cd "$SHAREDIR" && tar --exclude='./extension/snowflake_id*' -cf - .) | tar -C "$root$SHAREDIR" -xf -
-fi
+copy_postgres_tree "$SYS_CONFIG" "$root" || fail "could not copy the PostgreSQL installation"
 # (The extension's files, not directories: the cache of scripts/postgres.sh
 # is itself called snowflake_id.)
 [ -z "$(find "$root" -type f -name 'snowflake_id*')" ] || fail "the clean root already has snowflake_id files"
