@@ -63,3 +63,15 @@ SELECT * FROM regress_try($$SELECT count(*) FROM snowflake_next_batch(0)$$);
 \x off
 ALTER SYSTEM RESET snowflake_id.max_clock_drift;
 SELECT pg_reload_conf();
+
+-- The batches above ran the IDs up to 5 s ahead of the clock: wait (at most
+-- 10 s) until the clock has caught up, so that the tests after this one
+-- (usage compares an ID's time with its insert time) start from the clock.
+DO $$
+BEGIN
+  FOR i IN 1..200 LOOP
+    EXIT WHEN coalesce((SELECT drift_ms FROM snowflake_stats()), 0) <= 0;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+SELECT coalesce(drift_ms, 0) <= 0 AS caught_up FROM snowflake_stats();
