@@ -105,13 +105,15 @@ def fmt_x(r):
 
 def main():
     out, docs = Path(sys.argv[1]), Path(sys.argv[2])
-    name = sys.argv[3] if len(sys.argv) > 3 else "benchmark"
+    report_name = sys.argv[3] if len(sys.argv) > 3 else "benchmark"
     docs.mkdir(parents=True, exist_ok=True)
     res = Results(out)
     m = res.machine
     lines = []
     w = lines.append
-    w(f"Measured {m['date']} ({m['mode']} mode, `bench/run.sh --{m['mode']}`, commit {m['git']}) on "
+    major = m["postgres"].split()[-1].split(".")[0]
+    pg_flag = "" if major == "15" else f" --pg {major}"
+    w(f"Measured {m['date']} ({m['mode']} mode, `bench/run.sh --{m['mode']}{pg_flag}`, commit {m['git']}) on "
       f"{m['cpu']}, {m['cores']} cores, {m['memory']}, Linux {m['kernel']}, clocksource {m['clocksource']}, "
       f"{m['postgres']}{' (' + m['postgres_build'] + ')' if 'postgres_build' in m else ''}. Rates are medians of the repetitions (count in brackets); ratios are medians of "
       "the ratios within each repetition, whose runs were made minutes apart at most. "
@@ -177,7 +179,7 @@ def main():
             cells.append(f"{fmt_rate(t)} [{res.count('pgbench', g, c)}] ({fmt_x(r)} of SELECT 1)" if t else "-")
         w(f"| {NAMES[g]} | " + " | ".join(cells) + " |")
     w("")
-    w(f"![pgbench throughput against clients]({name}.png)")
+    w(f"![pgbench throughput against clients]({report_name}.png)")
     w("")
 
     # 3. insert (1,000,000 rows; fewer in quick mode)
@@ -283,7 +285,7 @@ def main():
             target("primary key at most half the size of uuidv7()'s", fmt_x(sv), sv <= 0.5)
         w("")
 
-    (docs / f"{name}.md").write_text("\n".join(lines) + "\n")
+    (docs / f"{report_name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
     # chart
@@ -301,10 +303,9 @@ def main():
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend()
-    major = m["postgres"].split()[-1].split(".")[0]
     ax.set_title(f"ID generators in PostgreSQL {major}, {m['cores']} cores, {m['date']}")
     fig.tight_layout()
-    fig.savefig(docs / f"{name}.png", dpi=110)
+    fig.savefig(docs / f"{report_name}.png", dpi=110)
 
 
 if __name__ == "__main__":
