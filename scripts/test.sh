@@ -117,3 +117,6 @@ fi
 step "done"
 printf '%s\n' "${summary[@]}"
 echo "all steps passed in $((SECONDS / 60)) min"
+# The closing line: each version's suite and the upgrade test passed (any
+# failure has stopped the run before this line, with a non-zero status).
+echo "suites: ${#summary[@]} passed, 0 failed"
