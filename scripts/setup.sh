@@ -46,7 +46,7 @@ extra=()
 command -v node >/dev/null 2>&1 || extra+=(nodejs)
 command -v npm >/dev/null 2>&1 || extra+=(npm)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || extra+=(python3-venv)
-[ ${#extra[@]} -eq 0 ] || apt_ensure "${extra[@]}"
+apt_ensure "${extra[@]}"   # (nothing when none is missing)
 
 # (Debian's postgresql package may have created and started a cluster on
 # port 5432. The tests never use it, and it does not load snowflake_id.)
