@@ -60,6 +60,7 @@ pub extern "C-unwind" fn _PG_init() {
     pg::settings::define();
     pg::settings::validate_or_stop();
     pg::shmem::request();
+    pg::rmgr::register();
     pg::lease_worker::register();
 }
 

@@ -1,10 +1,11 @@
--- examples/replication/failover_check.sql: run on a standby you are about
--- to promote (or on the promoted server before it takes writes), in each
--- database with snowflake IDs:
+-- examples/replication/failover_check.sql: a diagnostic, on a standby or a
+-- promoted server, in each database with snowflake IDs:
 --   psql -v ON_ERROR_STOP=1 -d app -f failover_check.sql
 -- It fails, naming the tables, while the largest ID of any column with
 -- DEFAULT snowflake_next() is not below the smallest ID this server's clock
--- can issue now; then the promoted server could issue IDs below existing ones.
+-- can issue now. The promoted server still issues IDs above them (it resumes
+-- after the leases it replayed from the WAL), but ahead of its clock, and
+-- fails with the drift error when that is more than max_clock_drift.
 DO $$
 DECLARE
     col record;
@@ -28,7 +29,7 @@ BEGIN
     IF behind <> '{}' THEN
         RAISE EXCEPTION 'this server''s clock (%) is not past the IDs already issued: %',
             clock_timestamp(), array_to_string(behind, '; ')
-            USING HINT = 'Do not issue IDs here yet: fix the clock (NTP) or wait until it passes those times, then run this check again.';
+            USING HINT = 'New IDs will run ahead of this clock (snowflake_next() fails beyond max_clock_drift): fix the clock (NTP) or wait until it passes those times.';
     END IF;
     RAISE NOTICE 'ok: every snowflake ID here is below the IDs this server issues from now (%)', clock_timestamp();
 END

@@ -13,4 +13,5 @@ pub mod epoch;
 pub mod generator;
 pub mod layout;
 pub mod lease;
+pub mod lease_wal;
 pub mod text_forms;

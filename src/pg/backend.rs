@@ -48,6 +48,7 @@ pub fn issuing_node(config: &Config, shared: &Shared) -> u64 {
         }
         Blocked::LeaseCorrupt => raise(Error::LeaseCorrupt(shared.message())),
         Blocked::LeaseUnreadable => raise(Error::LeaseUnreadable(shared.message())),
+        Blocked::ReplayFailed => raise(Error::ReplayFailed(shared.message())),
     }
     if in_recovery() {
         raise(Error::InRecovery);

@@ -41,6 +41,9 @@ pub enum Error {
     LeaseUnreadable(String),
     /// A standby cannot issue IDs.
     InRecovery,
+    /// A lease record in the WAL could not be replayed or kept (the
+    /// message says why).
+    ReplayFailed(String),
 
     // --- issuing
     /// The generator refused (clock far behind, time field exhausted, lease
@@ -86,6 +89,8 @@ pub enum Error {
     // --- accepting a configuration change
     /// `snowflake_accept_configuration()` by a non-superuser.
     NotSuperuser,
+    /// Acceptance on a server in recovery.
+    AcceptInRecovery,
     /// The lease cannot be read, so there is nothing to accept.
     AcceptLeaseUnusable(String),
     /// The new layout cannot issue IDs greater than the old ones.
@@ -186,7 +191,12 @@ impl Error {
             E::InRecovery => report(
                 Code::ERRCODE_READ_ONLY_SQL_TRANSACTION,
                 "cannot issue IDs on a server in recovery (a standby)",
-                "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs once its clock is past the old primary's last ID (README, \"Operations: sharding and replication\").",
+                "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs after every lease the old primary wrote to the WAL (README, \"Operations: sharding and replication\").",
+            ),
+            E::ReplayFailed(message) => report(
+                Code::ERRCODE_DATA_CORRUPTED,
+                message,
+                "IDs the old primary issued may be unknown to this server (the server log has the WARNING from recovery). Restart it once its clock is past every ID the old primary can have issued (at least snowflake_id.max_clock_drift after the last one), and make sure every server replaying this WAL runs the same snowflake_id version.",
             ),
 
             E::Generate(e @ GenerateError::ClockBehind { .. }) => report_with_detail(
@@ -290,6 +300,11 @@ impl Error {
                 Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
                 "only a superuser may accept a configuration change",
                 "Ask a superuser to run SELECT snowflake_accept_configuration();",
+            ),
+            E::AcceptInRecovery => report(
+                Code::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+                "cannot accept a configuration change on a server in recovery (a standby)",
+                "Accept it after promotion, on the server that issues IDs: until then, recovery may still replay leases of the old configuration.",
             ),
             E::AcceptLeaseUnusable(message) => report(
                 Code::ERRCODE_DATA_CORRUPTED,

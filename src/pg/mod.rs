@@ -8,17 +8,21 @@
 //! - [`clock`]: the wall clock, and ID times as timestamps;
 //! - [`settings`]: the `snowflake_id.*` settings and the validated
 //!   configuration (held once);
-//! - [`shmem`]: the generator's place in shared memory, the lease file, and
-//!   accepting a configuration change;
+//! - [`wal`]: the lease records written to the WAL, and the wait for
+//!   synchronous standbys;
+//! - [`shmem`]: the generator's place in shared memory, the lease (file and
+//!   WAL record), its redo, and accepting a configuration change;
+//! - [`rmgr`]: the custom WAL resource manager: redo and descriptions of
+//!   the lease records;
 //! - [`backend`]: the backend's view of the generator: may it issue, the
 //!   generator's environment, issuing;
 //! - [`lease_worker`]: the background worker that extends the lease.
-//!
-//! Write-ahead logging of the generator, when it comes, belongs here too.
 
 pub mod backend;
 pub mod clock;
 pub mod errors;
 pub mod lease_worker;
+pub mod rmgr;
 pub mod settings;
 pub mod shmem;
+pub mod wal;

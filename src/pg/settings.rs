@@ -5,7 +5,8 @@
 //! issue IDs under another node id (`SET snowflake_id.node_id` is refused by
 //! PostgreSQL itself). They are declared with wide ranges and validated
 //! together by [`crate::core::config::Config::validate`], see there for why.
-//! `snowflake_id.max_clock_drift` is reloadable.
+//! `snowflake_id.max_clock_drift` and `snowflake_id.lease_sync` are
+//! reloadable.
 //!
 //! The validated [`Config`] is the one copy of the start-up settings: set
 //! once in the postmaster by [`validate_or_stop`], inherited by every
@@ -29,6 +30,7 @@ static EPOCH: GucSetting<Option<CString>> =
 static NODE_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
 static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
 static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_DRIFT_MS);
+static LEASE_SYNC: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 /// The configuration validated at start. Set once in the postmaster and
 /// inherited by every backend through fork.
@@ -83,6 +85,14 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_bool_guc(
+        c"snowflake_id.lease_sync",
+        c"Whether a lease extension waits for the synchronous standbys to flush its WAL record.",
+        c"On: no ID is handed out before the synchronous standbys (synchronous_standby_names) know its lease, so a promoted synchronous standby never reissues an ID, even one whose row was never stored. Off: the lease record travels with the WAL like the rows.",
+        &LEASE_SYNC,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
 }
 
 /// Reads the settings, validates them together and remembers the result;
@@ -117,6 +127,12 @@ pub fn config() -> Option<&'static Config> {
 pub fn max_clock_drift_ms() -> u64 {
     // SAFETY: the pointer is to a static that PostgreSQL updates in place.
     unsafe { *MAX_CLOCK_DRIFT.as_ptr() }.max(0) as u64
+}
+
+/// `snowflake_id.lease_sync`, as this process last read it.
+pub fn lease_sync() -> bool {
+    // SAFETY: the pointer is to a static that PostgreSQL updates in place.
+    unsafe { *LEASE_SYNC.as_ptr() }
 }
 
 /// The generator's drift rule as the settings give it now.

@@ -9,8 +9,18 @@
 //! configuration, or one that cannot be read, blocks generation until the
 //! operator acts ([`Blocked`]); it is never silently ignored.
 //!
-//! The LWLock serialises lease writes and the acceptance of a new
-//! configuration. The hot path takes no lock.
+//! A lease is written twice, both durable before the in-memory bound is
+//! raised: to the lease file (crash restarts without WAL, `pg_upgrade`,
+//! `pg_resetwal`) and to the WAL ([`crate::pg::wal`]: standbys, point-in-time
+//! restores, crash recovery). With `snowflake_id.lease_sync = on` only the
+//! lease worker extends the lease: it waits until the synchronous standbys
+//! have flushed the record before raising the bound, while backends that
+//! need more lease sleep on a condition variable, interruptibly.
+//!
+//! The LWLock serialises lease writes, redo of lease records and the
+//! acceptance of a new configuration, and guards the few fields that redo
+//! changes while backends read them. The hot path takes no lock. No wait for
+//! a standby happens while it is held: LWLock waits cannot be cancelled.
 //!
 //! The configuration is not copied here: the startup hook runs in the
 //! postmaster after `_PG_init` validated the settings, and reads them from
@@ -19,12 +29,14 @@
 use crate::core::config::Config;
 use crate::core::generator::{lease_target, GenerateError, SharedState, LEASE_WINDOW_MS};
 use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord, UNSET_NODE_ID};
-use crate::pg::settings;
+use crate::core::lease_wal::plan_replay;
+use crate::pg::{settings, wal};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use std::cell::UnsafeCell;
 use std::ffi::CStr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 const SHMEM_NAME: &CStr = c"snowflake_id";
 const TRANCHE_NAME: &CStr = c"snowflake_id";
@@ -41,6 +53,24 @@ pub enum Blocked {
     LeaseCorrupt = 2,
     /// The lease file cannot be read.
     LeaseUnreadable = 3,
+    /// A lease record in the WAL could not be replayed or kept: IDs the
+    /// old primary issued may be unknown here.
+    ReplayFailed = 4,
+}
+
+/// The fields redo changes while backends may read them; only touched
+/// under the LWLock (or in the postmaster before anyone else can see them).
+#[repr(C)]
+struct Guarded {
+    /// The lease written under another configuration that covers the most:
+    /// found at start in the lease file, or replayed from the WAL (for the
+    /// error message and for acceptance).
+    recorded: Option<LeaseRecord>,
+    /// What the local lease file holds, as far as this server knows.
+    persisted: Option<LeaseRecord>,
+    /// Why generation is blocked, as text (NUL-padded), for the blocks that
+    /// carry a message.
+    message: [u8; MESSAGE_LEN],
 }
 
 /// Everything the extension keeps in shared memory.
@@ -49,11 +79,17 @@ pub struct Shared {
     pub generator: SharedState,
     lock: *mut pg_sys::LWLock,
     blocked: AtomicU32,
-    /// The lease found at start, when it was written under another
-    /// configuration (for the error message and for acceptance).
-    recorded: Option<LeaseRecord>,
-    /// Why the lease file cannot be used, as text (NUL-padded).
-    message: [u8; MESSAGE_LEN],
+    guarded: UnsafeCell<Guarded>,
+    /// `lease_sync`: the largest lease (ms since the epoch) a backend asked
+    /// the lease worker for.
+    lease_requested: AtomicU64,
+    /// Counts the lease worker's failed lease writes, so that waiting
+    /// backends give up with an error instead of waiting for ever.
+    worker_failures: AtomicU64,
+    /// The lease worker's latch while it runs, for backends to wake it.
+    worker_latch: AtomicPtr<pg_sys::Latch>,
+    /// Broadcast whenever the lease worker raised the lease.
+    lease_raised: pg_sys::ConditionVariable,
 }
 
 static mut SHARED: *mut Shared = std::ptr::null_mut();
@@ -113,9 +149,17 @@ unsafe extern "C-unwind" fn shmem_startup() {
                 generator: SharedState::default(),
                 lock: &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr())).lock,
                 blocked: AtomicU32::new(Blocked::No as u32),
-                recorded: None,
-                message: [0; MESSAGE_LEN],
+                guarded: UnsafeCell::new(Guarded {
+                    recorded: None,
+                    persisted: None,
+                    message: [0; MESSAGE_LEN],
+                }),
+                lease_requested: AtomicU64::new(0),
+                worker_failures: AtomicU64::new(0),
+                worker_latch: AtomicPtr::new(std::ptr::null_mut()),
+                lease_raised: pg_sys::ConditionVariable::default(),
             });
+            pg_sys::ConditionVariableInit(&raw mut (*shared).lease_raised);
             resume_from_lease(&mut *shared, config);
         }
         SHARED = shared;
@@ -129,6 +173,7 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
     match read_lease(&data_dir()) {
         Ok(None) => shared.generator.resume_after_lease(&layout, None),
         Ok(Some(record)) => {
+            shared.guarded.get_mut().persisted = Some(record);
             if record.differences(&current_record(config, 0)).is_empty() {
                 shared
                     .generator
@@ -136,7 +181,7 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
             } else {
                 // Nothing is issued until the change is accepted.
                 shared.generator.resume_after_lease(&layout, None);
-                shared.recorded = Some(record);
+                shared.guarded.get_mut().recorded = Some(record);
                 shared
                     .blocked
                     .store(Blocked::ConfigChanged as u32, Ordering::SeqCst);
@@ -153,8 +198,7 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
                 _ => Blocked::LeaseUnreadable,
             };
             let text = e.to_string();
-            let n = text.len().min(MESSAGE_LEN - 1);
-            shared.message[..n].copy_from_slice(&text.as_bytes()[..n]);
+            set_message(&mut shared.guarded.get_mut().message, &text);
             shared.blocked.store(kind as u32, Ordering::SeqCst);
             warning!("snowflake_id: {text}; snowflake_next() is refused until the file is repaired or removed");
         }
@@ -193,6 +237,15 @@ pub fn current_record(config: &Config, lease_until_ms: u64) -> LeaseRecord {
     }
 }
 
+fn set_message(buffer: &mut [u8; MESSAGE_LEN], text: &str) {
+    let mut n = text.len().min(MESSAGE_LEN - 1);
+    while !text.is_char_boundary(n) {
+        n -= 1;
+    }
+    buffer.fill(0);
+    buffer[..n].copy_from_slice(&text.as_bytes()[..n]);
+}
+
 /// Holds the extension's LWLock; released on drop (and by PostgreSQL's
 /// error cleanup if an ERROR escapes).
 struct LockGuard(*mut pg_sys::LWLock);
@@ -200,6 +253,11 @@ struct LockGuard(*mut pg_sys::LWLock);
 impl LockGuard {
     fn exclusive(lock: *mut pg_sys::LWLock) -> Self {
         unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        LockGuard(lock)
+    }
+
+    fn shared(lock: *mut pg_sys::LWLock) -> Self {
+        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED) };
         LockGuard(lock)
     }
 }
@@ -220,73 +278,223 @@ impl Shared {
             0 => Blocked::No,
             1 => Blocked::ConfigChanged,
             2 => Blocked::LeaseCorrupt,
-            _ => Blocked::LeaseUnreadable,
+            3 => Blocked::LeaseUnreadable,
+            _ => Blocked::ReplayFailed,
         }
     }
 
+    /// The guarded fields, for a caller that holds the lock.
+    ///
+    /// # Safety
+    /// The caller holds `self.lock` (exclusively to write), and keeps the
+    /// reference no longer than the lock.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn guarded(&self) -> &mut Guarded {
+        unsafe { &mut *self.guarded.get() }
+    }
+
+    /// The lease written under another configuration, if one blocks.
     pub fn recorded(&self) -> Option<LeaseRecord> {
-        self.recorded
+        let _guard = LockGuard::shared(self.lock);
+        unsafe { self.guarded() }.recorded
     }
 
+    /// Why generation is blocked, for the blocks that carry a message.
     pub fn message(&self) -> String {
-        let end = self
-            .message
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(MESSAGE_LEN);
-        String::from_utf8_lossy(&self.message[..end]).into_owned()
+        let _guard = LockGuard::shared(self.lock);
+        let message = &unsafe { self.guarded() }.message;
+        let end = message.iter().position(|&b| b == 0).unwrap_or(MESSAGE_LEN);
+        String::from_utf8_lossy(&message[..end]).into_owned()
     }
 
-    /// Extends the lease so that IDs up to `until_ms` are covered, writing
-    /// the file durably before raising the in-memory bound. Serialised by the
-    /// lock; a caller that waited finds the work done.
+    /// Extends the lease so that IDs up to `until_ms` are covered: the
+    /// backend's way, called by the generator when a range needs more.
+    /// Without `lease_sync` the backend writes the lease itself, under the
+    /// lock (a caller that waited finds the work done); with it, it asks the
+    /// lease worker and waits.
     pub fn extend_lease(&self, config: &Config, until_ms: u64) -> Result<(), GenerateError> {
+        if settings::lease_sync() {
+            return self.wait_for_worker_lease(until_ms);
+        }
         let _guard = LockGuard::exclusive(self.lock);
         if self.generator.lease_until_ms.load(Ordering::Acquire) >= until_ms {
             return Ok(());
         }
-        self.write_lease_locked(
-            config,
-            lease_target(&self.generator, &config.layout, until_ms),
-        )
+        let target = lease_target(&self.generator, &config.layout, until_ms);
+        self.record_lease_locked(config, target)?;
+        self.raise_lease(target);
+        Ok(())
     }
 
-    /// The background worker's extension: when less than half a window is
-    /// left ahead of the generator's own time, write a full window ahead of
-    /// it. Returns whether it wrote.
-    pub fn extend_lease_ahead(&self, config: &Config) -> Result<bool, GenerateError> {
-        let _guard = LockGuard::exclusive(self.lock);
-        let time = self.generator.last_time_ms(&config.layout);
-        if self
-            .generator
-            .lease_until_ms
-            .load(Ordering::Acquire)
-            .saturating_sub(time)
-            >= LEASE_WINDOW_MS / 2
-        {
+    /// The lease worker's extension. It writes when a backend asked for
+    /// more than the lease covers, or when IDs are being issued (`active`)
+    /// and less than half a window is left ahead of the generator's own
+    /// time; then a full window ahead of what is needed. With `lease_sync`
+    /// it raises the bound only once the synchronous standbys have flushed
+    /// the record. Returns whether it raised the lease.
+    pub fn extend_lease_ahead(&self, config: &Config, active: bool) -> Result<bool, GenerateError> {
+        // What must be covered (ms since the epoch), or `None` when the
+        // lease is enough.
+        let needed = || {
+            let lease = self.generator.lease_until_ms.load(Ordering::Acquire);
+            let time = self.generator.last_time_ms(&config.layout);
+            let requested = self.lease_requested.load(Ordering::Acquire);
+            let running_out = active && lease.saturating_sub(time) < LEASE_WINDOW_MS / 2;
+            (running_out || requested > lease).then_some(requested.max(time))
+        };
+        if needed().is_none() {
             return Ok(false);
         }
-        self.write_lease_locked(config, lease_target(&self.generator, &config.layout, time))?;
+        let written = {
+            let _guard = LockGuard::exclusive(self.lock);
+            needed().map(|needed| {
+                let target = lease_target(&self.generator, &config.layout, needed);
+                let end = self.record_lease_locked(config, target);
+                if end.is_ok() && !settings::lease_sync() {
+                    self.raise_lease(target);
+                }
+                end.map(|end| (target, end))
+            })
+        };
+        let (target, end) = match written {
+            None => return Ok(false),
+            Some(Err(e)) => {
+                self.worker_failures.fetch_add(1, Ordering::AcqRel);
+                self.wake_waiters();
+                return Err(e);
+            }
+            Some(Ok(written)) => written,
+        };
+        if settings::lease_sync() {
+            // Outside the lock: this wait can last as long as a standby is
+            // away, and ends at shutdown without confirmation.
+            if !wal::wait_for_sync_standbys(end) {
+                return Ok(false);
+            }
+            self.raise_lease(target);
+        }
+        self.wake_waiters();
         Ok(true)
     }
 
-    fn write_lease_locked(&self, config: &Config, target_ms: u64) -> Result<(), GenerateError> {
-        write_lease(&data_dir(), &current_record(config, target_ms))
-            .map_err(|e| GenerateError::Lease(e.to_string()))?;
-        self.generator
-            .lease_until_ms
-            .fetch_max(target_ms, Ordering::AcqRel);
+    /// `lease_sync`: asks the lease worker for a lease up to `until_ms` and
+    /// sleeps until it is there. Interruptible: a cancel or
+    /// `statement_timeout` ends the wait with PostgreSQL's error.
+    fn wait_for_worker_lease(&self, until_ms: u64) -> Result<(), GenerateError> {
+        self.lease_requested.fetch_max(until_ms, Ordering::AcqRel);
+        let failures = self.worker_failures.load(Ordering::Acquire);
+        let cv = (&raw const self.lease_raised).cast_mut();
+        unsafe { pg_sys::ConditionVariablePrepareToSleep(cv) };
+        let result = loop {
+            if self.generator.lease_until_ms.load(Ordering::Acquire) >= until_ms {
+                break Ok(());
+            }
+            if self.worker_failures.load(Ordering::Acquire) != failures {
+                break Err(GenerateError::Lease(
+                    "the lease worker could not extend the lease (the server log says why)".into(),
+                ));
+            }
+            let latch = self.worker_latch.load(Ordering::Acquire);
+            unsafe {
+                if !latch.is_null() {
+                    pg_sys::SetLatch(latch);
+                }
+                // Wakes up every second to wake the worker again, should it
+                // have restarted meanwhile.
+                pg_sys::ConditionVariableTimedSleep(cv, 1000, pg_sys::PG_WAIT_EXTENSION);
+            }
+        };
+        unsafe { pg_sys::ConditionVariableCancelSleep() };
+        result
+    }
+
+    fn wake_waiters(&self) {
+        unsafe { pg_sys::ConditionVariableBroadcast((&raw const self.lease_raised).cast_mut()) };
+    }
+
+    /// The lease worker announces itself (its latch), or its exit (null).
+    pub fn set_worker_latch(&self, latch: *mut pg_sys::Latch) {
+        self.worker_latch.store(latch, Ordering::Release);
+    }
+
+    /// Writes the lease up to `target_ms` to the lease file and to the WAL
+    /// (flushed), without raising the in-memory bound. Returns the end of
+    /// the WAL record. The caller holds the lock.
+    fn record_lease_locked(
+        &self,
+        config: &Config,
+        target_ms: u64,
+    ) -> Result<pg_sys::XLogRecPtr, GenerateError> {
+        let record = current_record(config, target_ms);
+        write_lease(&data_dir(), &record).map_err(|e| GenerateError::Lease(e.to_string()))?;
+        unsafe { self.guarded() }.persisted = Some(record);
+        let end = wal::log_lease(&record);
         self.generator
             .counters
             .lease_writes
             .fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(end)
+    }
+
+    fn raise_lease(&self, target_ms: u64) {
+        self.generator
+            .lease_until_ms
+            .fetch_max(target_ms, Ordering::AcqRel);
+    }
+
+    /// Redo of a lease record (the startup process): see
+    /// [`crate::pg::wal`] and [`plan_replay`]. Reports problems as
+    /// WARNINGs, never as an ERROR.
+    pub fn replay_lease(&self, config: &Config, record: &LeaseRecord) {
+        let _guard = LockGuard::exclusive(self.lock);
+        let guarded = unsafe { self.guarded() };
+        let plan = plan_replay(
+            &current_record(config, 0),
+            guarded.persisted.as_ref(),
+            guarded.recorded.as_ref(),
+            record,
+        );
+        let layout = &config.layout;
+        if let Some(ms) = plan.raise_floor_ms {
+            let floor = layout.pair(ms.min(layout.max_time_ms()), layout.max_sequence());
+            self.generator.pair.fetch_max(floor, Ordering::AcqRel);
+        }
+        if plan.remember_foreign {
+            guarded.recorded = Some(*record);
+            // A stronger block (an unusable lease file) stays.
+            let _ = self.blocked.compare_exchange(
+                Blocked::No as u32,
+                Blocked::ConfigChanged as u32,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+        if plan.persist {
+            match write_lease(&data_dir(), record) {
+                Ok(()) => guarded.persisted = Some(*record),
+                Err(e) => {
+                    drop(_guard);
+                    self.replay_failed(&format!("a replayed lease could not be kept: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Redo met a lease record it cannot use or keep: a WARNING, and no ID
+    /// is issued after promotion until an operator acts.
+    pub fn replay_failed(&self, text: &str) {
+        let _guard = LockGuard::exclusive(self.lock);
+        set_message(&mut unsafe { self.guarded() }.message, text);
+        self.blocked
+            .store(Blocked::ReplayFailed as u32, Ordering::Release);
+        warning!("snowflake_id: {text}; snowflake_next() will be refused after promotion until the server is restarted with its clock past every ID the old primary issued");
     }
 
     /// Accepts a configuration change: raises the generator above every ID
     /// the old configuration can have issued, writes a lease under the new
     /// configuration and lifts the block. Returns what was accepted, or why
-    /// acceptance is not possible.
+    /// acceptance is not possible. Refused in recovery: redo may still
+    /// replay leases of the old configuration, and no lease can be written.
     pub fn accept_configuration(
         &self,
         config: &Config,
@@ -294,16 +502,27 @@ impl Shared {
         max_drift_ms: u64,
     ) -> Result<String, Refusal> {
         let _guard = LockGuard::exclusive(self.lock);
+        if unsafe { pg_sys::RecoveryInProgress() } {
+            return Err(Refusal::InRecovery);
+        }
         match self.blocked() {
             Blocked::No => {
                 return Ok("nothing to accept: the configuration matches the lease".into())
             }
-            Blocked::LeaseCorrupt | Blocked::LeaseUnreadable => {
-                return Err(Refusal::LeaseUnusable(self.message()))
+            Blocked::LeaseCorrupt | Blocked::LeaseUnreadable | Blocked::ReplayFailed => {
+                let guarded = unsafe { self.guarded() };
+                let end = guarded
+                    .message
+                    .iter()
+                    .position(|&b| b == 0)
+                    .unwrap_or(MESSAGE_LEN);
+                return Err(Refusal::LeaseUnusable(
+                    String::from_utf8_lossy(&guarded.message[..end]).into_owned(),
+                ));
             }
             Blocked::ConfigChanged => {}
         }
-        let Some(old) = self.recorded else {
+        let Some(old) = unsafe { self.guarded() }.recorded else {
             return Err(Refusal::LeaseUnusable(
                 "the recorded lease is missing".into(),
             ));
@@ -325,8 +544,13 @@ impl Shared {
         );
         let target = lease_target(&self.generator, layout, plan.first_time_ms);
         self.generator.lease_until_ms.store(0, Ordering::SeqCst);
-        self.write_lease_locked(config, target)
+        self.record_lease_locked(config, target)
             .map_err(|e| Refusal::Write(e.to_string()))?;
+        // With lease_sync the first ID waits for the worker's synchronous
+        // lease instead.
+        if !settings::lease_sync() {
+            self.raise_lease(target);
+        }
         self.blocked.store(Blocked::No as u32, Ordering::Release);
         Ok(format!(
             "accepted: {}; new IDs are greater than {}, the largest ID the old configuration can have issued",
@@ -338,6 +562,7 @@ impl Shared {
 
 /// Why a configuration change cannot be accepted.
 pub enum Refusal {
+    InRecovery,
     LeaseUnusable(String),
     Unorderable(String),
     TooFarAhead {

@@ -26,6 +26,7 @@ fn snowflake_accept_configuration() -> String {
         settings::max_clock_drift_ms(),
     ) {
         Ok(text) => text,
+        Err(Refusal::InRecovery) => raise(Error::AcceptInRecovery),
         Err(Refusal::LeaseUnusable(msg)) => raise(Error::AcceptLeaseUnusable(msg)),
         Err(Refusal::Unorderable(msg)) => raise(Error::AcceptUnorderable(msg)),
         Err(Refusal::TooFarAhead {

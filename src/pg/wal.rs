@@ -1,0 +1,77 @@
+//! The lease in the WAL, the writing side: one record per lease extension,
+//! and the wait for synchronous standbys of `snowflake_id.lease_sync`. The
+//! records belong to a custom resource manager ([`crate::pg::rmgr`]).
+//!
+//! # Why
+//! A standby copies the lease file once, at base-backup time. Without more,
+//! a standby promoted a second after its primary died resumes after that old
+//! file and its own clock, below the IDs the old primary issued in its last
+//! seconds (a batch may run up to `max_clock_drift` ahead of the clock), and
+//! under the same node id: duplicates. So every lease extension also writes
+//! one small record to the WAL, flushed, *before* the in-memory lease is
+//! raised ([`crate::pg::shmem::Shared`]). Every row that carries an ID under
+//! that lease is written to the WAL after the record, so whoever replays the
+//! WAL (a streaming or cascaded standby, a point-in-time restore, crash
+//! recovery) has replayed a lease at or above every ID it holds.
+//!
+//! Redo, and the choice of the resource manager id, are in
+//! [`crate::pg::rmgr`].
+
+use crate::core::lease::LeaseRecord;
+use crate::core::lease_wal::{self, RECORD_LEN, XLOG_LEASE};
+use pgrx::pg_sys;
+
+/// The resource manager id of the lease records: `RM_EXPERIMENTAL_ID`,
+/// PostgreSQL's id for extensions in development ([`crate::pg::rmgr`] says
+/// why, and how to move to a registered id).
+pub const RMGR_ID: u8 = pg_sys::RM_EXPERIMENTAL_ID as u8;
+
+/// Writes `record` to the WAL and flushes it; returns the end of the
+/// record, for a wait for synchronous standbys. Must not run in recovery
+/// (the callers issue IDs, which a server in recovery refuses first).
+pub fn log_lease(record: &LeaseRecord) -> pg_sys::XLogRecPtr {
+    let bytes = lease_wal::encode(record);
+    unsafe {
+        pg_sys::XLogBeginInsert();
+        #[cfg(feature = "pg15")]
+        pg_sys::XLogRegisterData(bytes.as_ptr() as *mut std::ffi::c_char, RECORD_LEN as i32);
+        #[cfg(any(feature = "pg16", feature = "pg17"))]
+        pg_sys::XLogRegisterData(bytes.as_ptr() as *mut std::ffi::c_char, RECORD_LEN as u32);
+        #[cfg(feature = "pg18")]
+        pg_sys::XLogRegisterData(bytes.as_ptr().cast(), RECORD_LEN as u32);
+        let end = pg_sys::XLogInsert(RMGR_ID, XLOG_LEASE);
+        pg_sys::XLogFlush(end);
+        end
+    }
+}
+
+/// `lease_sync`: waits until the synchronous standbys (those that
+/// `synchronous_standby_names` makes synchronous) have flushed the WAL up
+/// to `end`, the way a commit waits with `synchronous_commit = on`; at once
+/// when none is configured. Returns whether they have: a wait that ended
+/// for another reason (shutdown) returns `false`, and the caller must not
+/// raise the lease. Called by the lease worker only, holding no LWLock.
+pub fn wait_for_sync_standbys(end: pg_sys::XLogRecPtr) -> bool {
+    unsafe { pg_sys::SyncRepWaitForLSN(end, false) };
+    sync_standbys_have(end)
+}
+
+/// Whether the synchronous standbys have flushed the WAL up to `end`, or
+/// none is configured.
+fn sync_standbys_have(end: pg_sys::XLogRecPtr) -> bool {
+    unsafe {
+        let names = pg_sys::SyncRepStandbyNames;
+        if names.is_null() || *names == 0 {
+            return true;
+        }
+        let ctl = pg_sys::WalSndCtl;
+        if ctl.is_null() {
+            return false;
+        }
+        // Written by the walsenders under SyncRepLock; an aligned 64-bit
+        // read cannot tear, and a stale value only makes this say "not yet".
+        let flushed =
+            std::ptr::read_volatile(&raw const (*ctl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize]);
+        flushed >= end
+    }
+}
