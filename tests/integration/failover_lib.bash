@@ -53,25 +53,39 @@ ahead_ms() {
 # and fails the test), else 1000 rows; every new row of node NODE and above
 # OLD_MAX, no duplicate in t.
 check_resumes_above() {
-  local name=$1 label=$2 old_max=$3 node=$4 seconds=${5:-0} first rc=0 out
-  first=$(sql_value "$name" "SELECT snowflake_next()") || fail "$label: snowflake_next() failed"
+  local name=$1 label=$2 old_max=$3 node=$4 seconds=${5:-0} first rc=0 out ok=1 tag
+  # The rows of this check, apart from those of earlier checks replicated here.
+  tag="after $name $(date +%s%N)"
+  first=$(sql_value "$name" "SELECT snowflake_next()") || { fail_or_report "$label: snowflake_next() failed" || ok=0; first=0; }
   [ "$first" -gt "$old_max" ] ||
-    fail "$label: first new ID $first is not above $old_max, the largest ID the old primary stored (it is $(( (old_max - first) >> 22 )) ms of the default layout below it)"
+    fail_or_report "$label: first new ID $first is not above $old_max, the largest ID the old primary stored" || ok=0
   if [ "$seconds" -gt 0 ]; then
     out="$SF_WORK/$name.pgbench"
-    printf "INSERT INTO t (src) VALUES ('after');\n" > "$SF_WORK/$name.sql"
+    printf "INSERT INTO t (src) VALUES ('%s');\n" "$tag" > "$SF_WORK/$name.sql"
     pgbench -n -h 127.0.0.1 -p "$(cluster_port "$name")" -U postgres -c 8 -j 2 -T "$seconds" \
       -f "$SF_WORK/$name.sql" postgres > "$out" 2>&1 || rc=$?
     if [ "$rc" -ne 0 ] || grep -q "aborted\|duplicate key" "$out"; then
-      cat "$out"; fail "$label: pgbench failed (rc=$rc)"
+      grep -m3 "duplicate key\|aborted" "$out" || tail -5 "$out"
+      fail_or_report "$label: pgbench failed (rc=$rc)" || ok=0
     fi
   else
-    psql_on "$name" -c "INSERT INTO t (src) SELECT 'after' FROM generate_series(1, 1000)"
+    psql_on "$name" -c "INSERT INTO t (src) SELECT '$tag' FROM generate_series(1, 1000)" ||
+      fail_or_report "$label: inserting 1000 rows failed" || ok=0
   fi
-  [ "$(sql_value "$name" "SELECT count(*) FROM t WHERE src = 'after' AND (id <= $old_max OR snowflake_node(id) <> $node)")" = 0 ] ||
-    fail "$label: new rows with IDs not above $old_max or not of node $node"
-  [ "$(sql_value "$name" "SELECT count(*) = count(DISTINCT id) FROM t")" = t ] || fail "$label: duplicate IDs in t"
-  pass "$label: first new ID $first > $old_max; $(sql_value "$name" "SELECT count(*) FROM t WHERE src = 'after'") new rows of node $node, all above, no duplicate"
+  [ "$(sql_value "$name" "SELECT count(*) FROM t WHERE src = '$tag' AND (id <= $old_max OR snowflake_node(id) <> $node)")" = 0 ] ||
+    fail_or_report "$label: new rows with IDs not above $old_max or not of node $node" || ok=0
+  [ "$(sql_value "$name" "SELECT count(*) = count(DISTINCT id) FROM t")" = t ] || fail_or_report "$label: duplicate IDs in t" || ok=0
+  [ "$ok" = 1 ] || return 0
+  pass "$label: first new ID $first > $old_max; $(sql_value "$name" "SELECT count(*) FROM t WHERE src = '$tag'") new rows of node $node, all above, no duplicate"
+}
+
+# fail_or_report MESSAGE: fail, or with SF_FAILOVER_REPORT_ONLY=1 print the
+# failure and return 1 so that the test goes on with its next check (how
+# the cases were shown to fail on the code before the WAL records).
+fail_or_report() {
+  [ "${SF_FAILOVER_REPORT_ONLY:-}" = 1 ] || fail "$1"
+  echo "FAILED (reported, going on): $1"
+  return 1
 }
 
 # make_sync PRIMARY: synchronous_standby_names = '*' on PRIMARY, and wait
