@@ -246,6 +246,11 @@ fn set_message(buffer: &mut [u8; MESSAGE_LEN], text: &str) {
     buffer[..n].copy_from_slice(&text.as_bytes()[..n]);
 }
 
+fn message_text(buffer: &[u8; MESSAGE_LEN]) -> String {
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(MESSAGE_LEN);
+    String::from_utf8_lossy(&buffer[..end]).into_owned()
+}
+
 /// Holds the extension's LWLock; released on drop (and by PostgreSQL's
 /// error cleanup if an ERROR escapes).
 struct LockGuard(*mut pg_sys::LWLock);
@@ -302,9 +307,7 @@ impl Shared {
     /// Why generation is blocked, for the blocks that carry a message.
     pub fn message(&self) -> String {
         let _guard = LockGuard::shared(self.lock);
-        let message = &unsafe { self.guarded() }.message;
-        let end = message.iter().position(|&b| b == 0).unwrap_or(MESSAGE_LEN);
-        String::from_utf8_lossy(&message[..end]).into_owned()
+        message_text(&unsafe { self.guarded() }.message)
     }
 
     /// Extends the lease so that IDs up to `until_ms` are covered: the
@@ -510,15 +513,9 @@ impl Shared {
                 return Ok("nothing to accept: the configuration matches the lease".into())
             }
             Blocked::LeaseCorrupt | Blocked::LeaseUnreadable | Blocked::ReplayFailed => {
-                let guarded = unsafe { self.guarded() };
-                let end = guarded
-                    .message
-                    .iter()
-                    .position(|&b| b == 0)
-                    .unwrap_or(MESSAGE_LEN);
-                return Err(Refusal::LeaseUnusable(
-                    String::from_utf8_lossy(&guarded.message[..end]).into_owned(),
-                ));
+                return Err(Refusal::LeaseUnusable(message_text(
+                    &unsafe { self.guarded() }.message,
+                )))
             }
             Blocked::ConfigChanged => {}
         }

@@ -16,7 +16,10 @@
 #     (recovery_target_time, archived WAL) and promoted;
 #   - on another primary, killed after the burst, the lease file is put back
 #     to a copy from before it: crash recovery replays the records;
-# each must issue IDs above every stored one. Then lease_sync = on with a
+# each must issue IDs above every stored one. A standby configured with
+# another node id must have the change accepted after promotion (refused
+# while in recovery) and then starts above the replayed leases. Then
+# lease_sync = on with a
 # synchronous standby: an ID handed out by SELECT and never stored is below
 # every ID of the promoted standby; with the standby down, a call that needs
 # a new lease waits and a statement_timeout ends the wait.
@@ -99,6 +102,31 @@ cluster_kill9 crash
 cp -p "$SF_WORK/lease.before" "$(cluster_dir crash)/snowflake_id.lease"
 cluster_start crash || fail "the crash primary did not restart"
 check_resumes_above crash "crash recovery with the lease file from before the burst" "$crash_max" 9
+
+# A standby with another node id (10): its copied lease file (node 9)
+# blocks it from the start, and the records it replays are remembered, so
+# that acceptance after promotion starts above the old primary's last lease,
+# not above the lease file it copied. Acceptance is refused in recovery.
+cluster_init fp "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 1" \
+  "snowflake_id.max_clock_drift = '60s'"
+cluster_start fp || fail "the primary of node 9 did not start"
+psql_on fp -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
+  -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
+cluster_basebackup fs "$(free_port)" fp
+cluster_conf fs "snowflake_id.node_id = 10"
+cluster_start fs || fail "the standby with node id 10 did not start"
+fp_max=$(burst fp 1 60000)
+wait_for_replay fs fp
+out=$(sql_error fs "SELECT snowflake_accept_configuration()") || fail "acceptance succeeded on a standby"
+[ "$(sqlstate_of "$out")" = 25006 ] || { printf '%s\n' "$out"; fail "acceptance on a standby: expected 25006"; }
+grep -q "cannot accept a configuration change on a server in recovery" <<<"$out" || fail "acceptance on a standby: wrong message"
+cluster_kill9 fp
+promote fs
+out=$(sql_error fs "SELECT snowflake_next()") || fail "the promoted standby with node id 10 issued an ID before acceptance"
+[ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "expected 55000 before acceptance"; }
+psql_on fs -At -c "SELECT snowflake_accept_configuration()" | sed 's/^/  /'
+check_resumes_above fs "standby with node id 10, promoted, change accepted" "$fp_max" 10
+pass "another node id on the standby: acceptance refused in recovery (25006), required after promotion (55000), then above the replayed leases"
 
 # lease_sync = on, synchronous standby.
 cluster_init sp "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.lease_sync = on"
