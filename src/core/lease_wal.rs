@@ -13,7 +13,7 @@
 //! record changes. It is tested without a server.
 
 use super::layout::IdLayout;
-use super::lease::LeaseRecord;
+use super::lease::{LeaseRecord, UNSET_NODE_ID};
 use std::fmt::Write;
 
 /// The `info` byte of a lease record. The low four bits belong to
@@ -71,7 +71,9 @@ pub fn decode(bytes: &[u8]) -> Result<LeaseRecord, String> {
     };
     let layout = IdLayout::new(record.node_bits.into(), record.sequence_bits.into())
         .map_err(|e| format!("the lease record's layout is not valid: {e}"))?;
-    if record.node_id > layout.max_node() {
+    // A lease written while snowflake_id.node_id is unset (by accepting a
+    // configuration without one) is recorded as UNSET_NODE_ID.
+    if record.node_id > layout.max_node() && record.node_id != UNSET_NODE_ID {
         return Err(format!(
             "the lease record's node id {} does not fit in {} bits",
             record.node_id, record.node_bits
@@ -196,6 +198,9 @@ mod tests {
         let mut n = good;
         n[24..32].copy_from_slice(&1024u64.to_le_bytes());
         assert!(decode(&n).unwrap_err().contains("node id 1024"));
+        let mut unset = good;
+        unset[24..32].copy_from_slice(&UNSET_NODE_ID.to_le_bytes());
+        assert_eq!(decode(&unset).map(|r| r.node_id), Ok(UNSET_NODE_ID));
         let mut e = good;
         e[8..16].copy_from_slice(&0i64.to_le_bytes());
         assert!(decode(&e).unwrap_err().contains("before its epoch"));

@@ -41,6 +41,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 const SHMEM_NAME: &CStr = c"snowflake_id";
 const TRANCHE_NAME: &CStr = c"snowflake_id";
 const MESSAGE_LEN: usize = 1024;
+/// `lease_sync`: how long a backend waits for an absent lease worker before
+/// it gives up with an error (the worker restarts 5 s after a crash).
+const WORKER_ABSENT_LIMIT_S: u32 = 15;
 
 /// Why generation is refused until an operator acts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,16 +301,25 @@ impl Shared {
         unsafe { &mut *self.guarded.get() }
     }
 
+    /// The guarded fields, read-only, for a caller that holds the lock in
+    /// any mode.
+    ///
+    /// # Safety
+    /// The caller holds `self.lock`, and keeps the reference no longer.
+    unsafe fn guarded_ref(&self) -> &Guarded {
+        unsafe { &*self.guarded.get() }
+    }
+
     /// The lease written under another configuration, if one blocks.
     pub fn recorded(&self) -> Option<LeaseRecord> {
         let _guard = LockGuard::shared(self.lock);
-        unsafe { self.guarded() }.recorded
+        unsafe { self.guarded_ref() }.recorded
     }
 
     /// Why generation is blocked, for the blocks that carry a message.
     pub fn message(&self) -> String {
         let _guard = LockGuard::shared(self.lock);
-        message_text(&unsafe { self.guarded() }.message)
+        message_text(&unsafe { self.guarded_ref() }.message)
     }
 
     /// Extends the lease so that IDs up to `until_ms` are covered: the
@@ -388,6 +400,8 @@ impl Shared {
         let failures = self.worker_failures.load(Ordering::Acquire);
         let cv = (&raw const self.lease_raised).cast_mut();
         unsafe { pg_sys::ConditionVariablePrepareToSleep(cv) };
+        // Seconds in a row without a lease worker to ask.
+        let mut without_worker = 0;
         let result = loop {
             if self.generator.lease_until_ms.load(Ordering::Acquire) >= until_ms {
                 break Ok(());
@@ -398,12 +412,21 @@ impl Shared {
                 ));
             }
             let latch = self.worker_latch.load(Ordering::Acquire);
-            unsafe {
-                if !latch.is_null() {
-                    pg_sys::SetLatch(latch);
+            if latch.is_null() {
+                without_worker += 1;
+                // It restarts 5 s after a crash; longer means it cannot run.
+                if without_worker > WORKER_ABSENT_LIMIT_S {
+                    break Err(GenerateError::Lease(format!(
+                        "snowflake_id.lease_sync is on but the lease worker (\"snowflake_id lease\") has not been running for {WORKER_ABSENT_LIMIT_S} s; check max_worker_processes and the server log"
+                    )));
                 }
-                // Wakes up every second to wake the worker again, should it
-                // have restarted meanwhile.
+            } else {
+                without_worker = 0;
+                unsafe { pg_sys::SetLatch(latch) };
+            }
+            // Wakes up every second to wake the worker again, should it
+            // have restarted meanwhile.
+            unsafe {
                 pg_sys::ConditionVariableTimedSleep(cv, 1000, pg_sys::PG_WAIT_EXTENSION);
             }
         };
@@ -428,7 +451,17 @@ impl Shared {
         config: &Config,
         target_ms: u64,
     ) -> Result<pg_sys::XLogRecPtr, GenerateError> {
-        let record = current_record(config, target_ms);
+        let mut record = current_record(config, target_ms);
+        // Never below what the file already holds under this configuration:
+        // with lease_sync just switched, the worker may have written a
+        // larger lease that is not raised in memory yet.
+        if let Some(persisted) = unsafe { self.guarded() }.persisted {
+            if persisted.differences(&record).is_empty() {
+                record.lease_until_unix_ms = record
+                    .lease_until_unix_ms
+                    .max(persisted.lease_until_unix_ms);
+            }
+        }
         write_lease(&data_dir(), &record).map_err(|e| GenerateError::Lease(e.to_string()))?;
         unsafe { self.guarded() }.persisted = Some(record);
         let end = wal::log_lease(&record);

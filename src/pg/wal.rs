@@ -48,11 +48,19 @@ pub fn log_lease(record: &LeaseRecord) -> pg_sys::XLogRecPtr {
 /// `lease_sync`: waits until the synchronous standbys (those that
 /// `synchronous_standby_names` makes synchronous) have flushed the WAL up
 /// to `end`, the way a commit waits with `synchronous_commit = on`; at once
-/// when none is configured. Returns whether they have: a wait that ended
+/// when none is configured (or `max_wal_senders` is 0). Returns whether they have: a wait that ended
 /// for another reason (shutdown) returns `false`, and the caller must not
 /// raise the lease. Called by the lease worker only, holding no LWLock.
 pub fn wait_for_sync_standbys(end: pg_sys::XLogRecPtr) -> bool {
-    unsafe { pg_sys::SyncRepWaitForLSN(end, false) };
+    unsafe {
+        // PostgreSQL requires interrupts held (HOLD_INTERRUPTS) around the
+        // wait, as at commit: it checks ProcDiePending itself and ends the
+        // wait at shutdown, and no interrupt may run between its queue's
+        // clean-ups.
+        pg_sys::InterruptHoldoffCount += 1;
+        pg_sys::SyncRepWaitForLSN(end, false);
+        pg_sys::InterruptHoldoffCount -= 1;
+    }
     sync_standbys_have(end)
 }
 
@@ -60,8 +68,10 @@ pub fn wait_for_sync_standbys(end: pg_sys::XLogRecPtr) -> bool {
 /// none is configured.
 fn sync_standbys_have(end: pg_sys::XLogRecPtr) -> bool {
     unsafe {
+        // No synchronous standby can exist without WAL senders: then
+        // PostgreSQL's own commits wait for no one either.
         let names = pg_sys::SyncRepStandbyNames;
-        if names.is_null() || *names == 0 {
+        if names.is_null() || *names == 0 || pg_sys::max_wal_senders == 0 {
             return true;
         }
         let ctl = pg_sys::WalSndCtl;
