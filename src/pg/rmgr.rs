@@ -138,9 +138,11 @@ mod tests {
     fn a_lease_extension_writes_the_wal() {
         // Once the clock is past the lease (earlier tests may have pushed
         // it seconds ahead with batches), the next ID must extend it: a
-        // record in the WAL. Tests run concurrently, and another one may
-        // extend the lease first: a few attempts, one must see its own.
-        let seen = (0..5).any(|_| {
+        // record in the WAL. Tests run concurrently, and while others issue
+        // IDs the lease worker keeps the lease ahead, so this call rarely
+        // extends it itself: attempts for as long as the rest of the suite
+        // may run (at least 0.3 s each), until one sees its own.
+        let seen = (0..40).any(|_| {
             Spi::run(
                 "SELECT pg_sleep(coalesce(greatest(0, extract(epoch FROM lease_until - clock_timestamp())), 0) + 0.3)
                  FROM snowflake_stats()",
