@@ -34,6 +34,8 @@ mkdir -p "$OUT"
 bench_build "$OUT"
 # shellcheck source=../tests/integration/lib.sh
 . "$ROOT/tests/integration/lib.sh"
+# shellcheck source=../tests/integration/failover_lib.bash
+. "$ROOT/tests/integration/failover_lib.bash"
 
 cluster_init p "$(free_port)" "snowflake_id.node_id = 1" \
   "max_wal_size = '4GB'" "checkpoint_timeout = '30min'"
@@ -51,12 +53,7 @@ BEGIN
 END \$\$"
 cluster_basebackup s "$(free_port)" p
 cluster_start s
-# Synchronous once the standby runs (before, every commit would wait for it).
-psql_on p -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
-for _ in $(seq 1 100); do
-  [ "$(sql_value p "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")" = 1 ] && break
-  sleep 0.1
-done
+make_sync p
 echo "primary on $(cluster_port p), synchronous standby on $(cluster_port s), $("$PG_BIN/postgres" --version)"
 
 set_sync() {

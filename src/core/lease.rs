@@ -77,19 +77,26 @@ impl LeaseRecord {
         out
     }
 
+    /// The largest ID this lease covers: the largest its layout can form at
+    /// `lease_until` (any node, last sequence), as a number, which is how
+    /// IDs of any layout sort in a primary key.
+    pub fn largest_id_covered(&self) -> Result<i64, String> {
+        let layout = IdLayout::new(self.node_bits.into(), self.sequence_bits.into())
+            .map_err(|e| format!("the recorded layout is not valid: {e}"))?;
+        layout
+            .largest_id_until(
+                self.lease_until_ms().min(layout.max_time_ms()),
+                layout.max_node(),
+            )
+            .map_err(|e| e.to_string())
+    }
+
     /// Where a new configuration must start so that its IDs sort after every
     /// ID this lease covers: above the largest ID the old layout can form at
     /// `lease_until` (any node, last sequence), compared as numbers, which is
     /// how the IDs sort in a primary key whatever their layout.
     pub fn floor_for(&self, new_layout: &IdLayout) -> Result<Floor, String> {
-        let old_layout = IdLayout::new(self.node_bits.into(), self.sequence_bits.into())
-            .map_err(|e| format!("the recorded layout is not valid: {e}"))?;
-        let old_max_id = old_layout
-            .largest_id_until(
-                self.lease_until_ms().min(old_layout.max_time_ms()),
-                old_layout.max_node(),
-            )
-            .map_err(|e| e.to_string())?;
+        let old_max_id = self.largest_id_covered()?;
         let first_time_ms = ((old_max_id as u64) >> new_layout.time_shift()) + 1;
         if first_time_ms > new_layout.max_time_ms() {
             return Err(format!(

@@ -102,24 +102,13 @@ pub fn describe(record: &LeaseRecord) -> String {
     s
 }
 
-/// The largest ID a lease covers: the largest its layout can form at its
-/// lease time (any node, last sequence). This orders leases of different
-/// configurations the way their IDs sort in a primary key; an accepted
-/// configuration change always starts above the old one's value.
+/// The largest ID a lease covers ([`LeaseRecord::largest_id_covered`]),
+/// which orders leases of different configurations the way their IDs sort
+/// in a primary key: an accepted configuration change always starts above
+/// the old one's value. A record whose layout is not valid covers
+/// everything: it is never replaced by a valid one, and never replaces one.
 pub fn largest_id_covered(record: &LeaseRecord) -> i64 {
-    // A record that does not decode to a layout covers everything: it is
-    // never replaced by a valid one, and never replaces a valid one.
-    IdLayout::new(record.node_bits.into(), record.sequence_bits.into())
-        .ok()
-        .and_then(|layout| {
-            layout
-                .largest_id_until(
-                    record.lease_until_ms().min(layout.max_time_ms()),
-                    layout.max_node(),
-                )
-                .ok()
-        })
-        .unwrap_or(i64::MAX)
+    record.largest_id_covered().unwrap_or(i64::MAX)
 }
 
 /// What replaying a record changes.

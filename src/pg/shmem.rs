@@ -335,8 +335,10 @@ impl Shared {
         if self.generator.lease_until_ms.load(Ordering::Acquire) >= until_ms {
             return Ok(());
         }
-        let target = lease_target(&self.generator, &config.layout, until_ms);
-        self.record_lease_locked(config, target)?;
+        let (target, _) = self.record_lease_locked(
+            config,
+            lease_target(&self.generator, &config.layout, until_ms),
+        )?;
         self.raise_lease(target);
         Ok(())
     }
@@ -360,15 +362,18 @@ impl Shared {
         if needed().is_none() {
             return Ok(false);
         }
+        let sync = settings::lease_sync();
         let written = {
             let _guard = LockGuard::exclusive(self.lock);
             needed().map(|needed| {
-                let target = lease_target(&self.generator, &config.layout, needed);
-                let end = self.record_lease_locked(config, target);
-                if end.is_ok() && !settings::lease_sync() {
-                    self.raise_lease(target);
+                let written = self.record_lease_locked(
+                    config,
+                    lease_target(&self.generator, &config.layout, needed),
+                );
+                if let (false, Ok((target, _))) = (sync, &written) {
+                    self.raise_lease(*target);
                 }
-                end.map(|end| (target, end))
+                written
             })
         };
         let (target, end) = match written {
@@ -380,7 +385,7 @@ impl Shared {
             }
             Some(Ok(written)) => written,
         };
-        if settings::lease_sync() {
+        if sync {
             // Outside the lock: this wait can last as long as a standby is
             // away, and ends at shutdown without confirmation.
             if !wal::wait_for_sync_standbys(end) {
@@ -443,14 +448,15 @@ impl Shared {
         self.worker_latch.store(latch, Ordering::Release);
     }
 
-    /// Writes the lease up to `target_ms` to the lease file and to the WAL
-    /// (flushed), without raising the in-memory bound. Returns the end of
-    /// the WAL record. The caller holds the lock.
+    /// Writes the lease up to `target_ms` (or the file's lease, if larger) to
+    /// the lease file and to the WAL (flushed), without raising the
+    /// in-memory bound. Returns the lease written (ms since the epoch) and
+    /// the end of the WAL record. The caller holds the lock.
     fn record_lease_locked(
         &self,
         config: &Config,
         target_ms: u64,
-    ) -> Result<pg_sys::XLogRecPtr, GenerateError> {
+    ) -> Result<(u64, pg_sys::XLogRecPtr), GenerateError> {
         let mut record = current_record(config, target_ms);
         // Never below what the file already holds under this configuration:
         // with lease_sync just switched, the worker may have written a
@@ -469,7 +475,7 @@ impl Shared {
             .counters
             .lease_writes
             .fetch_add(1, Ordering::Relaxed);
-        Ok(end)
+        Ok((record.lease_until_ms(), end))
     }
 
     fn raise_lease(&self, target_ms: u64) {
@@ -572,9 +578,12 @@ impl Shared {
             layout.pair(plan.first_time_ms, 0).saturating_sub(1),
             Ordering::AcqRel,
         );
-        let target = lease_target(&self.generator, layout, plan.first_time_ms);
         self.generator.lease_until_ms.store(0, Ordering::SeqCst);
-        self.record_lease_locked(config, target)
+        let (target, _) = self
+            .record_lease_locked(
+                config,
+                lease_target(&self.generator, layout, plan.first_time_ms),
+            )
             .map_err(|e| Refusal::Write(e.to_string()))?;
         // With lease_sync the first ID waits for the worker's synchronous
         // lease instead.
