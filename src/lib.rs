@@ -55,6 +55,10 @@ pub extern "C-unwind" fn _PG_init() {
     // Loaded into a backend on demand (not preloaded): shared memory can no
     // longer be reserved. Define nothing; every function reports it.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        // pg_upgrade's check that the new cluster can load the library.
+        if unsafe { pg_sys::IsBinaryUpgrade && pg_sys::IsUnderPostmaster } {
+            pg::shmem::note_binary_upgrade();
+        }
         return;
     }
     pg::settings::define();

@@ -35,6 +35,37 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The date of a day since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`): the inverse of [`days_from_civil`].
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// A time in milliseconds since 1970 as UTC text,
+/// `2026-11-23 14:05:09.123 UTC`, for messages written where PostgreSQL's
+/// own timestamp output cannot be called.
+pub fn utc_text(unix_ms: i64) -> String {
+    let days = unix_ms.div_euclid(86_400_000);
+    let ms = unix_ms.rem_euclid(86_400_000);
+    let (y, mo, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}.{:03} UTC",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}
+
 fn days_in_month(year: i64, month: u32) -> u32 {
     match month {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
@@ -245,5 +276,17 @@ mod tests {
         assert_eq!(days_from_civil(1970, 1, 1), 0);
         assert_eq!(days_from_civil(2000, 3, 1), 11_017);
         assert_eq!(days_from_civil(1969, 12, 31), -1);
+    }
+
+    #[test]
+    fn utc_text_inverts_days_from_civil() {
+        assert_eq!(utc_text(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(utc_text(1_735_689_600_000), "2025-01-01 00:00:00.000 UTC");
+        assert_eq!(utc_text(1_795_442_709_123), "2026-11-23 14:05:09.123 UTC");
+        assert_eq!(utc_text(951_782_400_000), "2000-02-29 00:00:00.000 UTC");
+        for days in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
     }
 }

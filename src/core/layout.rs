@@ -399,4 +399,32 @@ mod tests {
             }
         }
     }
+
+    /// Why a fleet must never run two layouts at once, even with distinct
+    /// node ids and the same time width: node 16 on 10/12 bits and node 4
+    /// on 8/14 bits issue the same ID at sequence 0 of the same millisecond
+    /// (16 << 12 == 4 << 14), and many more collide.
+    #[test]
+    fn two_layouts_of_one_time_width_collide_across_nodes() {
+        let a = IdLayout::new(10, 12).unwrap();
+        let b = IdLayout::new(8, 14).unwrap();
+        assert_eq!(a.time_bits(), b.time_bits());
+        let at = |layout: &IdLayout, node, sequence| {
+            layout
+                .encode(IdParts {
+                    time_ms: 1_000_000,
+                    node,
+                    sequence,
+                })
+                .unwrap()
+        };
+        assert_eq!(at(&a, 16, 0), at(&b, 4, 0));
+        // Every ID of node 4 on 8/14 bits in a millisecond is one that
+        // nodes 16 to 19 on 10/12 bits can issue.
+        for sequence in (0..1 << 14).step_by(97) {
+            let id = at(&b, 4, sequence);
+            let parts = a.decode(id).unwrap();
+            assert!((16..20).contains(&parts.node), "{parts:?}");
+        }
+    }
 }

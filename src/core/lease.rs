@@ -9,7 +9,12 @@
 //!
 //! The format is text, one `key = value` per line, so an operator can read it
 //! with `cat`; the last line is a checksum of the lines before it, so a torn
-//! or edited file is reported as corrupt instead of being trusted.
+//! or edited file is reported as corrupt instead of being trusted. Version 2
+//! adds the system identifier of the database system that wrote the file
+//! (`pg_controldata`'s "Database system identifier"): a lease carried to
+//! another system (a server converted by `pg_createsubscriber`, a file
+//! copied by hand) is told apart from the server's own, see
+//! [`crate::core::instance`]. Version 1 files, without it, are still read.
 //!
 //! Writing is crash-safe: write a temporary file, fsync it, rename it over
 //! the old one, fsync the directory.
@@ -23,7 +28,7 @@ use thiserror::Error;
 /// The file's name in the data directory.
 pub const LEASE_FILE_NAME: &str = "snowflake_id.lease";
 const HEADER: &str = "# snowflake_id lease: no ID issued under this configuration has a time after lease_until_unix_ms";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The node id recorded while `snowflake_id.node_id` is unset (-1).
 pub const UNSET_NODE_ID: u64 = u64::MAX;
@@ -110,21 +115,32 @@ impl LeaseRecord {
         })
     }
 
-    fn body(&self) -> String {
+    fn body(&self, system_identifier: u64) -> String {
         format!(
-            "{HEADER}\nversion = {VERSION}\nlease_until_unix_ms = {}\nepoch_unix_ms = {}\nnode_bits = {}\nsequence_bits = {}\nnode_id = {}\n",
+            "{HEADER}\nversion = {VERSION}\nlease_until_unix_ms = {}\nepoch_unix_ms = {}\nnode_bits = {}\nsequence_bits = {}\nnode_id = {}\nsystem_identifier = {system_identifier}\n",
             self.lease_until_unix_ms, self.epoch_unix_ms, self.node_bits, self.sequence_bits, self.node_id
         )
     }
 
-    /// The file's content.
-    pub fn to_text(&self) -> String {
-        let body = self.body();
+    /// The file's content, as written by the database system
+    /// `system_identifier`.
+    pub fn to_text(&self, system_identifier: u64) -> String {
+        let body = self.body(system_identifier);
         format!("{body}checksum = {:016x}\n", fnv1a64(body.as_bytes()))
     }
+}
 
+/// A lease file's content: the lease, and the database system that wrote it
+/// (`None` in a version 1 file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredLease {
+    pub record: LeaseRecord,
+    pub system_identifier: Option<u64>,
+}
+
+impl StoredLease {
     /// Parses the file's content; any deviation is corruption.
-    pub fn from_text(text: &str) -> Result<LeaseRecord, String> {
+    pub fn from_text(text: &str) -> Result<StoredLease, String> {
         let Some(idx) = text.rfind("checksum = ") else {
             return Err("the checksum line is missing".into());
         };
@@ -150,20 +166,45 @@ impl LeaseRecord {
                 .parse::<i64>()
                 .map_err(|_| format!("the field {k} is not a number"))
         };
-        if get("version")? != VERSION as i64 {
-            return Err(format!("unknown version {}", get("version")?));
+        let version = get("version")?;
+        if version != 1 && version != VERSION as i64 {
+            return Err(format!("unknown version {version}"));
         }
         let small = |k: &str| -> Result<u32, String> {
             u32::try_from(get(k)?).map_err(|_| format!("the field {k} is out of range"))
         };
-        Ok(LeaseRecord {
+        let record = LeaseRecord {
             lease_until_unix_ms: get("lease_until_unix_ms")?,
             epoch_unix_ms: get("epoch_unix_ms")?,
             node_bits: small("node_bits")?,
             sequence_bits: small("sequence_bits")?,
             node_id: u64::try_from(get("node_id")?)
                 .map_err(|_| "the field node_id is out of range".to_string())?,
+        };
+        // The identifier is unsigned 64-bit, beyond i64: parsed on its own.
+        let system_identifier = match version {
+            1 => None,
+            _ => Some(
+                fields
+                    .get("system_identifier")
+                    .ok_or("the field system_identifier is missing")?
+                    .parse::<u64>()
+                    .map_err(|_| "the field system_identifier is not a number")?,
+            ),
+        };
+        Ok(StoredLease {
+            record,
+            system_identifier,
         })
+    }
+
+    /// The lease a file that failed its checks seems to hold, if its
+    /// `lease_until_unix_ms` line can still be read: for messages only,
+    /// never to issue IDs from.
+    pub fn lease_of_damaged(text: &str) -> Option<i64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix("lease_until_unix_ms = "))
+            .and_then(|v| v.trim().parse::<i64>().ok())
     }
 }
 
@@ -183,33 +224,49 @@ pub enum LeaseFileError {
     #[error("could not read lease file \"{path}\": {source}")]
     Unreadable { path: PathBuf, source: io::Error },
     #[error("lease file \"{path}\" is corrupt: {reason}")]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        path: PathBuf,
+        reason: String,
+        /// The lease the damaged file seems to hold (ms since 1970), if
+        /// its line can be read: for messages only.
+        seeming_lease_unix_ms: Option<i64>,
+    },
     #[error("could not write lease file \"{path}\": {source}")]
     Unwritable { path: PathBuf, source: io::Error },
 }
 
 /// Reads the lease in `dir`. `Ok(None)`: no file, which is normal on a
 /// cluster that never issued an ID.
-pub fn read_lease(dir: &Path) -> Result<Option<LeaseRecord>, LeaseFileError> {
+pub fn read_lease(dir: &Path) -> Result<Option<StoredLease>, LeaseFileError> {
     let path = dir.join(LEASE_FILE_NAME);
     match fs::read(&path) {
         Ok(bytes) => {
             let text = String::from_utf8(bytes).map_err(|_| LeaseFileError::Corrupt {
                 path: path.clone(),
                 reason: "it is not text".into(),
+                seeming_lease_unix_ms: None,
             })?;
-            LeaseRecord::from_text(&text)
+            StoredLease::from_text(&text)
                 .map(Some)
-                .map_err(|reason| LeaseFileError::Corrupt { path, reason })
+                .map_err(|reason| LeaseFileError::Corrupt {
+                    path,
+                    reason,
+                    seeming_lease_unix_ms: StoredLease::lease_of_damaged(&text),
+                })
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(LeaseFileError::Unreadable { path, source }),
     }
 }
 
-/// Writes the lease in `dir` durably: temporary file, fsync, rename, fsync of
-/// the directory. When this returns `Ok`, the new lease survives a crash.
-pub fn write_lease(dir: &Path, record: &LeaseRecord) -> Result<(), LeaseFileError> {
+/// Writes the lease in `dir` durably, as written by the database system
+/// `system_identifier`: temporary file, fsync, rename, fsync of the
+/// directory. When this returns `Ok`, the new lease survives a crash.
+pub fn write_lease(
+    dir: &Path,
+    record: &LeaseRecord,
+    system_identifier: u64,
+) -> Result<(), LeaseFileError> {
     let path = dir.join(LEASE_FILE_NAME);
     let tmp = dir.join(format!("{LEASE_FILE_NAME}.tmp"));
     let wrap = |source| LeaseFileError::Unwritable {
@@ -217,7 +274,8 @@ pub fn write_lease(dir: &Path, record: &LeaseRecord) -> Result<(), LeaseFileErro
         source,
     };
     let mut f = File::create(&tmp).map_err(wrap)?;
-    f.write_all(record.to_text().as_bytes()).map_err(wrap)?;
+    f.write_all(record.to_text(system_identifier).as_bytes())
+        .map_err(wrap)?;
     f.sync_all().map_err(wrap)?;
     drop(f);
     fs::rename(&tmp, &path).map_err(wrap)?;
@@ -262,27 +320,73 @@ mod tests {
         d
     }
 
+    const SYSID: u64 = 7_441_234_567_890_123_456;
+
+    fn stored() -> StoredLease {
+        StoredLease {
+            record: record(),
+            system_identifier: Some(SYSID),
+        }
+    }
+
     #[test]
     fn text_round_trip() {
         let r = record();
-        let text = r.to_text();
+        let text = r.to_text(SYSID);
         assert!(text.contains("lease_until_unix_ms = 1767225600123\n"));
-        assert_eq!(LeaseRecord::from_text(&text), Ok(r));
+        assert!(text.contains("version = 2\n"));
+        // Above i64::MAX, as real identifiers often are.
+        assert!(text.contains("system_identifier = 7441234567890123456\n"));
+        assert_eq!(StoredLease::from_text(&text), Ok(stored()));
+        let big = r.to_text(u64::MAX);
+        assert_eq!(
+            StoredLease::from_text(&big).unwrap().system_identifier,
+            Some(u64::MAX)
+        );
         assert_eq!(r.lease_until_ms(), 1_767_225_600_123 - 1_735_689_600_000);
+    }
+
+    /// A file written by a release before the system identifier (version
+    /// 1, exactly as it wrote it) is still read, without an identifier.
+    #[test]
+    fn version_1_files_are_read() {
+        let body = format!(
+            "{HEADER}\nversion = 1\nlease_until_unix_ms = 1767225600123\nepoch_unix_ms = 1735689600000\nnode_bits = 10\nsequence_bits = 12\nnode_id = 7\n"
+        );
+        let text = format!("{body}checksum = {:016x}\n", fnv1a64(body.as_bytes()));
+        assert_eq!(
+            StoredLease::from_text(&text),
+            Ok(StoredLease {
+                record: record(),
+                system_identifier: None
+            })
+        );
+        // Version 2 requires the identifier.
+        let v2 = body.replace("version = 1", "version = 2");
+        let text = format!("{v2}checksum = {:016x}\n", fnv1a64(v2.as_bytes()));
+        assert!(StoredLease::from_text(&text)
+            .unwrap_err()
+            .contains("system_identifier"));
     }
 
     #[test]
     fn corruption_is_detected() {
-        let text = record().to_text();
+        let text = record().to_text(SYSID);
         let edited = text.replace("node_id = 7", "node_id = 8");
-        assert!(LeaseRecord::from_text(&edited)
+        assert!(StoredLease::from_text(&edited)
             .unwrap_err()
             .contains("checksum"));
         let torn = &text[..text.len() / 2];
-        assert!(LeaseRecord::from_text(torn).is_err());
-        assert!(LeaseRecord::from_text("").is_err());
+        assert!(StoredLease::from_text(torn).is_err());
+        assert!(StoredLease::from_text("").is_err());
         let truncated = &text[..text.len() - 3];
-        assert!(LeaseRecord::from_text(truncated).is_err());
+        assert!(StoredLease::from_text(truncated).is_err());
+        // The damaged file's lease is still shown in messages.
+        assert_eq!(
+            StoredLease::lease_of_damaged(&edited),
+            Some(1_767_225_600_123)
+        );
+        assert_eq!(StoredLease::lease_of_damaged("garbage"), None);
     }
 
     #[test]
@@ -352,15 +456,15 @@ mod tests {
     fn file_round_trip_missing_and_corrupt() {
         let dir = tempdir("rt");
         assert!(read_lease(&dir).unwrap().is_none());
-        write_lease(&dir, &record()).unwrap();
-        assert_eq!(read_lease(&dir).unwrap(), Some(record()));
+        write_lease(&dir, &record(), SYSID).unwrap();
+        assert_eq!(read_lease(&dir).unwrap(), Some(stored()));
         assert!(!dir.join(format!("{LEASE_FILE_NAME}.tmp")).exists());
         let newer = LeaseRecord {
             lease_until_unix_ms: record().lease_until_unix_ms + 200,
             ..record()
         };
-        write_lease(&dir, &newer).unwrap();
-        assert_eq!(read_lease(&dir).unwrap(), Some(newer));
+        write_lease(&dir, &newer, SYSID).unwrap();
+        assert_eq!(read_lease(&dir).unwrap().map(|s| s.record), Some(newer));
         fs::write(dir.join(LEASE_FILE_NAME), b"garbage\n").unwrap();
         let e = read_lease(&dir).unwrap_err().to_string();
         assert!(e.contains(LEASE_FILE_NAME) && e.contains("corrupt"), "{e}");
@@ -371,7 +475,7 @@ mod tests {
     fn unwritable_directory_is_an_error() {
         let dir = tempdir("gone");
         fs::remove_dir_all(&dir).unwrap();
-        let e = write_lease(&dir, &record()).unwrap_err().to_string();
+        let e = write_lease(&dir, &record(), SYSID).unwrap_err().to_string();
         assert!(e.contains("could not write lease file"), "{e}");
     }
 }

@@ -46,9 +46,18 @@ pub fn issuing_node(config: &Config, shared: &Shared) -> u64 {
                 .unwrap_or_default();
             raise(Error::ConfigurationChanged { changes });
         }
-        Blocked::LeaseCorrupt => raise(Error::LeaseCorrupt(shared.message())),
+        Blocked::LeaseCorrupt => raise(Error::LeaseCorrupt {
+            message: shared.message(),
+            seeming_lease: shared
+                .seeming_lease_unix_ms()
+                .map(crate::core::epoch::utc_text),
+        }),
         Blocked::LeaseUnreadable => raise(Error::LeaseUnreadable(shared.message())),
         Blocked::ReplayFailed => raise(Error::ReplayFailed(shared.message())),
+        Blocked::Copied => raise(Error::CopyDetected(shared.message())),
+        Blocked::LeaseMissingAfterUpgrade => {
+            raise(Error::LeaseMissingAfterUpgrade(shared.message()))
+        }
     }
     if in_recovery() {
         raise(Error::InRecovery);
@@ -75,18 +84,51 @@ fn in_recovery() -> bool {
 /// Issues `count` IDs under `policy` or raises the matching error.
 pub fn issue(config: &Config, shared: &Shared, policy: DriftPolicy, count: u64) -> IssuedRange {
     let mut env = ServerEnv::new(config, shared);
-    generator::issue(&shared.generator, &config.layout, policy, count, &mut env)
-        .unwrap_or_else(|e| raise(e))
+    generator::issue(&shared.generator, &config.layout, policy, count, &mut env).unwrap_or_else(
+        |e| match e {
+            GenerateError::ClockBehind { .. } => {
+                let last = shared.generator.last_time_ms(&config.layout);
+                raise(Error::ClockBehind {
+                    error: e,
+                    last_issued: clock::timestamp_of(config, last).to_string(),
+                })
+            }
+            e => raise(e),
+        },
+    )
 }
 
-/// A lower bound on every ID `snowflake_next()` issues from now on: after
-/// the generator's last pair (which a batch may have pushed ahead of the
-/// clock), and not before the current millisecond.
-pub fn first_id_from_now() -> i64 {
+/// A lower bound on every ID `snowflake_next()` issues from now on, once
+/// the generator is above `value` (a column's largest value): after the
+/// generator's last pair, and not before the current millisecond.
+///
+/// The clock alone is no bound: after it steps back, IDs continue from the
+/// last issued one, which may lie below a value that the clock had passed.
+/// So when `value`'s millisecond lies no further ahead of the clock than
+/// the drift limit, the generator is raised past that whole millisecond
+/// and the lease extended over it (`apply`; without it, as a dry run, only
+/// computed), so that no later ID, whatever the clock does and across a
+/// restart, is at or below `value`. A value further ahead is left alone:
+/// the caller refuses it.
+pub fn first_id_above(value: Option<i64>, apply: bool) -> i64 {
     let (config, shared) = ready();
     let layout = &config.layout;
-    let last = shared.generator.pair.load(Ordering::Acquire);
     let now_ms = clock::now_ms(config);
+    let mut last = shared.generator.pair.load(Ordering::Acquire);
+    if let Some(value) = value.filter(|v| *v >= 0) {
+        let ms = (value as u64) >> layout.time_shift();
+        if ms as i64 <= now_ms + settings::max_clock_drift_ms() as i64 && ms <= layout.max_time_ms()
+        {
+            let floor = layout.pair(ms, layout.max_sequence());
+            if apply && floor > last {
+                if shared.generator.lease_until_ms.load(Ordering::Acquire) < ms {
+                    shared.extend_lease(config, ms).unwrap_or_else(|e| raise(e));
+                }
+                shared.generator.pair.fetch_max(floor, Ordering::AcqRel);
+            }
+            last = last.max(floor);
+        }
+    }
     let next = generator::next_pair(layout, last, now_ms).min(layout.max_pair());
     layout.id_of_pair(next, config.node_id.unwrap_or(0))
 }

@@ -35,8 +35,12 @@ pub enum Error {
     /// The lease was written under another configuration; `changes` lists
     /// the differences.
     ConfigurationChanged { changes: String },
-    /// The lease file is corrupt (the message says how).
-    LeaseCorrupt(String),
+    /// The lease file is corrupt (the message says how); `seeming_lease`
+    /// is the time its lease line reads, as text, if it can be read.
+    LeaseCorrupt {
+        message: String,
+        seeming_lease: Option<String>,
+    },
     /// The lease file cannot be read (the message says why).
     LeaseUnreadable(String),
     /// A standby cannot issue IDs.
@@ -44,11 +48,22 @@ pub enum Error {
     /// A lease record in the WAL could not be replayed or kept (the
     /// message says why).
     ReplayFailed(String),
+    /// The data directory is a copy of another server's (the message says
+    /// how it was recognised).
+    CopyDetected(String),
+    /// `pg_upgrade` made this cluster and the lease file was not copied.
+    LeaseMissingAfterUpgrade(String),
 
     // --- issuing
-    /// The generator refused (clock far behind, time field exhausted, lease
-    /// not writable).
+    /// The generator refused (time field exhausted, lease not writable,
+    /// batch too large).
     Generate(GenerateError),
+    /// The clock is further behind the last issued ID than the drift
+    /// limit; `last_issued` is that ID's time, as text.
+    ClockBehind {
+        error: GenerateError,
+        last_issued: String,
+    },
     /// `snowflake_next_batch(n)` with `n < 1`; `max` is the largest batch.
     BatchSizeNotPositive { n: i32, max: u64 },
     /// A batch larger than `max`, which is [`MAX_BATCH`] or what fits in the
@@ -122,6 +137,19 @@ pub enum Error {
     // --- not errors
     /// A bad combination of settings: stops the server at start (FATAL).
     Settings(ConfigError),
+    /// A `snowflake_id.*` name that is no setting: stops the server.
+    UnknownSetting {
+        name: String,
+        place: String,
+        names: &'static str,
+    },
+    /// A value a setting did not take (PostgreSQL kept the default): stops
+    /// the server.
+    SettingValueNotTaken {
+        name: String,
+        value: String,
+        place: String,
+    },
     /// The clock stepped back within the drift limit (a WARNING).
     ClockSteppedBack { step_ms: u64, max_drift_ms: u64 },
 }
@@ -178,10 +206,16 @@ impl Error {
                 changes,
                 "IDs issued under the old and the new configuration could collide or sort wrongly. Restore the old settings, or, if the change is intended, run SELECT snowflake_accept_configuration(); as a superuser.",
             ),
-            E::LeaseCorrupt(message) => report(
+            E::LeaseCorrupt {
+                message,
+                seeming_lease,
+            } => report(
                 Code::ERRCODE_DATA_CORRUPTED,
                 message,
-                "Restore the file from a backup; or, after making sure the system clock is later than every ID this server issued, remove it and restart the server.",
+                match seeming_lease {
+                    Some(time) => format!("Restore the file from a backup. Its damaged content reads that IDs were issued up to {time}: remove the file (then restart) only when the system clock is past that time by more than snowflake_id.max_clock_drift, or IDs may repeat."),
+                    None => "Restore the file from a backup. Remove the file (then restart) only when the system clock is past every ID this server issued by more than snowflake_id.max_clock_drift (snowflake_timestamp() of the largest stored ID tells), or IDs may repeat.".to_string(),
+                },
             ),
             E::LeaseUnreadable(message) => report(
                 Code::ERRCODE_IO_ERROR,
@@ -193,17 +227,33 @@ impl Error {
                 "cannot issue IDs on a server in recovery (a standby)",
                 "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs after every lease the old primary wrote to the WAL (README, \"Operations: sharding and replication\").",
             ),
+            E::CopyDetected(message) => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("this server may be a copy of another server with the same node id: {message}"),
+                "Give this server its own snowflake_id.node_id and restart it; or make sure the server it was copied from no longer issues IDs under this node id. Then run SELECT snowflake_accept_configuration(); as a superuser.",
+            ),
+            E::LeaseMissingAfterUpgrade(message) => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                message,
+                "Stop this server and copy snowflake_id.lease from the old data directory into this one (the old server stopped too), then start it: the old lease is adopted and its settings checked. If the old cluster had no such file, it never issued IDs: run SELECT snowflake_accept_configuration(); as a superuser.",
+            ),
             E::ReplayFailed(message) => report(
                 Code::ERRCODE_DATA_CORRUPTED,
                 message,
                 "IDs the old primary issued may be unknown to this server (the server log has the WARNING from recovery). Restart it once its clock is past every ID the old primary can have issued (at least snowflake_id.max_clock_drift after the last one), and make sure every server replaying this WAL runs the same snowflake_id version.",
             ),
 
-            E::Generate(e @ GenerateError::ClockBehind { .. }) => report_with_detail(
+            // Raised without the generator at hand: no time to name.
+            E::Generate(error @ GenerateError::ClockBehind { .. }) => E::ClockBehind {
+                error,
+                last_issued: "unknown".into(),
+            }
+            .report(),
+            E::ClockBehind { error, last_issued } => report_with_detail(
                 Code::ERRCODE_SYSTEM_ERROR,
-                e.to_string(),
-                "The system clock stepped back, or the server restarted after a lease that lies ahead of the clock. Issuing now could not keep IDs unique and ordered without waiting for the clock to catch up.",
-                "Correct the system clock, or wait until it passes the last issued ID, or raise snowflake_id.max_clock_drift (ALTER SYSTEM SET snowflake_id.max_clock_drift = '1h'; SELECT pg_reload_conf();).",
+                error.to_string(),
+                format!("The last ID this server issued has the time {last_issued}. The system clock stepped back, or the server restarted after a lease that lies ahead of the clock: issuing now could not keep IDs unique and ordered without waiting for the clock to catch up."),
+                format!("Correct the system clock, or wait until it passes {last_issued}, or raise snowflake_id.max_clock_drift (ALTER SYSTEM SET snowflake_id.max_clock_drift = '1h'; SELECT pg_reload_conf();). Never delete the lease file (snowflake_id.lease) to clear this error: it is what keeps new IDs after the old ones."),
             ),
             E::Generate(e @ (GenerateError::TimeExhausted { .. } | GenerateError::TooMany { .. })) => report(
                 Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -322,9 +372,9 @@ impl Error {
                 ahead_ms,
             } => {
                 let hint = if ahead_ms < i32::MAX as i64 {
-                    format!("Keep the old epoch and time width (moving bits between snowflake_id.node_bits and snowflake_id.sequence_bits is fine), or raise snowflake_id.max_clock_drift above {ahead_ms} ms for the acceptance and the time it takes the clock to catch up.")
+                    format!("Keep the old epoch and time width, or raise snowflake_id.max_clock_drift above {ahead_ms} ms for the acceptance and the time it takes the clock to catch up.")
                 } else {
-                    "Keep the old epoch and time width: moving bits between snowflake_id.node_bits and snowflake_id.sequence_bits is fine. This change cannot keep the IDs ordered.".to_string()
+                    "Keep the old epoch and time width: this change cannot keep the IDs ordered.".to_string()
                 };
                 report_with_detail(
                     Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -377,6 +427,16 @@ impl Error {
             ),
 
             E::Settings(e) => report(Code::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string(), e.hint()),
+            E::UnknownSetting { name, place, names } => report(
+                Code::ERRCODE_UNDEFINED_OBJECT,
+                format!("unknown setting \"{name}\"{place}"),
+                format!("snowflake_id's settings are {names}: correct the name or remove the line. The server does not start on a setting it would ignore, since a node on other settings than its fleet can issue its neighbours' IDs."),
+            ),
+            E::SettingValueNotTaken { name, value, place } => report(
+                Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("invalid value for \"{name}\": \"{value}\"{place}"),
+                format!("PostgreSQL's WARNING above says what it expects. The server does not start on the default instead of the value given: correct the value of {name} (the README's table of settings gives its type and range)."),
+            ),
             E::ClockSteppedBack {
                 step_ms,
                 max_drift_ms,

@@ -8,6 +8,16 @@
 //! `snowflake_id.max_clock_drift` and `snowflake_id.lease_sync` are
 //! reloadable.
 //!
+//! A mistyped setting must not start a server on defaults: PostgreSQL only
+//! logs a WARNING for a value it cannot parse (`sequence_bits = '14 bits'`)
+//! and keeps the default, and says nothing at all of an unknown name under
+//! the prefix (`snowflake_id.sequencebits`); a node on another layout than
+//! its fleet issues IDs equal to its neighbours'. So [`define`] notes every
+//! `snowflake_id.*` value the server was given before it defines the
+//! settings, stops the server on a value that was not taken or a name that
+//! is not a setting ([`check_given`]), and reserves the prefix, so that
+//! sessions and reloads get PostgreSQL's own error for unknown names.
+//!
 //! The validated [`Config`] is the one copy of the start-up settings: set
 //! once in the postmaster by [`validate_or_stop`], inherited by every
 //! backend through fork, and read by shared memory, the lease worker and
@@ -17,8 +27,9 @@ use crate::core::config::{Config, Settings};
 use crate::core::generator::DriftPolicy;
 use crate::pg::clock;
 use crate::pg::errors::{self, Error};
+use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::sync::OnceLock;
 
 pub const DEFAULT_EPOCH: &str = "2025-01-01 00:00:00+00";
@@ -36,7 +47,124 @@ static LEASE_SYNC: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// inherited by every backend through fork.
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
+/// The prefix of every setting.
+const PREFIX: &str = "snowflake_id";
+/// The settings' names, for the message about an unknown one.
+const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift and lease_sync";
+
+/// Defines the settings, then stops the server on any `snowflake_id.*`
+/// value it was given that is not taken, and reserves the prefix.
 pub fn define() {
+    let given = given_values();
+    define_settings();
+    check_given(&given);
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
+}
+
+/// A `snowflake_id.*` value the server was given before the settings were
+/// defined (PostgreSQL keeps it as a placeholder).
+struct Given {
+    name: String,
+    value: String,
+    /// Where it was given, for the message: `file line n`, or empty.
+    place: String,
+}
+
+/// Every variable PostgreSQL knows, defined or placeholder.
+fn variables() -> Vec<*mut pg_sys::config_generic> {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        let (vars, n) = (pg_sys::get_guc_variables(), pg_sys::GetNumConfigOptions());
+        #[cfg(not(feature = "pg15"))]
+        let (vars, n) = {
+            let mut n = 0;
+            (pg_sys::get_guc_variables(&mut n), n)
+        };
+        if vars.is_null() {
+            return Vec::new();
+        }
+        std::slice::from_raw_parts(vars, n.max(0) as usize).to_vec()
+    }
+}
+
+fn name_of(var: *mut pg_sys::config_generic) -> String {
+    unsafe { CStr::from_ptr((*var).name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn is_ours(name: &str) -> bool {
+    name.len() > PREFIX.len()
+        && name[..PREFIX.len()].eq_ignore_ascii_case(PREFIX)
+        && name.as_bytes()[PREFIX.len()] == b'.'
+}
+
+fn given_values() -> Vec<Given> {
+    variables()
+        .into_iter()
+        .filter(|&var| !var.is_null())
+        .filter_map(|var| {
+            let name = name_of(var);
+            let placeholder = unsafe { (*var).flags } as u32 & pg_sys::GUC_CUSTOM_PLACEHOLDER != 0;
+            if !placeholder || !is_ours(&name) {
+                return None;
+            }
+            let value = unsafe {
+                let v = pg_sys::GetConfigOption((*var).name, true, false);
+                if v.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(v).to_string_lossy().into_owned()
+                }
+            };
+            let place = unsafe {
+                if (*var).sourcefile.is_null() {
+                    String::new()
+                } else {
+                    format!(
+                        " (in \"{}\" line {})",
+                        CStr::from_ptr((*var).sourcefile).to_string_lossy(),
+                        (*var).sourceline
+                    )
+                }
+            };
+            Some(Given { name, value, place })
+        })
+        .collect()
+}
+
+/// Stops the server on a given value under the prefix that is no setting,
+/// or that the setting did not take (it stayed on its default).
+fn check_given(given: &[Given]) {
+    if given.is_empty() {
+        return;
+    }
+    let defined = variables();
+    for g in given {
+        let var = defined.iter().copied().find(|&var| {
+            !var.is_null()
+                && unsafe { (*var).flags } as u32 & pg_sys::GUC_CUSTOM_PLACEHOLDER == 0
+                && name_of(var).eq_ignore_ascii_case(&g.name)
+        });
+        match var {
+            None => errors::stop(Error::UnknownSetting {
+                name: g.name.clone(),
+                place: g.place.clone(),
+                names: NAMES,
+            }),
+            Some(var) if unsafe { (*var).source } == pg_sys::GucSource::PGC_S_DEFAULT => {
+                errors::stop(Error::SettingValueNotTaken {
+                    name: name_of(var),
+                    value: g.value.clone(),
+                    place: g.place.clone(),
+                })
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+fn define_settings() {
     GucRegistry::define_int_guc(
         c"snowflake_id.node_id",
         c"Node id stamped into every ID this server issues.",

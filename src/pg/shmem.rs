@@ -7,7 +7,9 @@
 //! At creation the lease file is read, so the generator resumes after every
 //! ID issued before the restart. A lease written under another
 //! configuration, or one that cannot be read, blocks generation until the
-//! operator acts ([`Blocked`]); it is never silently ignored.
+//! operator acts ([`Blocked`]); it is never silently ignored. So does a
+//! data directory that is a copy of another server's, or an upgraded one
+//! whose lease was left behind ([`crate::core::instance`]).
 //!
 //! A lease is written twice, both durable before the in-memory bound is
 //! raised: to the lease file (crash restarts without WAL, `pg_upgrade`,
@@ -28,6 +30,11 @@
 
 use crate::core::config::Config;
 use crate::core::generator::{lease_target, GenerateError, SharedState, LEASE_WINDOW_MS};
+use crate::core::instance::{
+    self, read_marker, remove_marker, write_marker, StartFacts, Verdict, HOLD_FILE_NAME,
+    UPGRADED_FILE_NAME,
+};
+use crate::core::lease::LEASE_FILE_NAME;
 use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord, UNSET_NODE_ID};
 use crate::core::lease_wal::plan_replay;
 use crate::pg::{settings, wal};
@@ -59,6 +66,11 @@ pub enum Blocked {
     /// A lease record in the WAL could not be replayed or kept: IDs the
     /// old primary issued may be unknown here.
     ReplayFailed = 4,
+    /// The data directory is a copy of another server's (the message says
+    /// how it was recognised).
+    Copied = 5,
+    /// `pg_upgrade` made this cluster and the lease file was not copied.
+    LeaseMissingAfterUpgrade = 6,
 }
 
 /// The fields redo changes while backends may read them; only touched
@@ -74,6 +86,9 @@ struct Guarded {
     /// Why generation is blocked, as text (NUL-padded), for the blocks that
     /// carry a message.
     message: [u8; MESSAGE_LEN],
+    /// The lease a corrupt lease file seems to hold (ms since 1970), for
+    /// the error's hint.
+    seeming_lease_unix_ms: Option<i64>,
 }
 
 /// Everything the extension keeps in shared memory.
@@ -156,6 +171,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
                     recorded: None,
                     persisted: None,
                     message: [0; MESSAGE_LEN],
+                    seeming_lease_unix_ms: None,
                 }),
                 lease_requested: AtomicU64::new(0),
                 worker_failures: AtomicU64::new(0),
@@ -170,42 +186,154 @@ unsafe extern "C-unwind" fn shmem_startup() {
     }
 }
 
-/// Start-up: read the lease and place the generator after it.
+/// Start-up: read the lease, decide whether this server wrote it, and place
+/// the generator after it.
 fn resume_from_lease(shared: &mut Shared, config: &Config) {
     let layout = config.layout;
-    match read_lease(&data_dir()) {
-        Ok(None) => shared.generator.resume_after_lease(&layout, None),
-        Ok(Some(record)) => {
-            shared.guarded.get_mut().persisted = Some(record);
-            if record.differences(&current_record(config, 0)).is_empty() {
-                shared
-                    .generator
-                    .resume_after_lease(&layout, Some(record.lease_until_ms()));
-            } else {
-                // Nothing is issued until the change is accepted.
-                shared.generator.resume_after_lease(&layout, None);
-                shared.guarded.get_mut().recorded = Some(record);
-                shared
-                    .blocked
-                    .store(Blocked::ConfigChanged as u32, Ordering::SeqCst);
-                warning!(
-                    "snowflake_id: the configuration changed since IDs were last issued ({}); snowflake_next() is refused until a superuser runs SELECT snowflake_accept_configuration()",
-                    record.differences(&current_record(config, 0)).join("; ")
-                );
-            }
-        }
+    let dir = data_dir();
+    let stored = match read_lease(&dir) {
+        Ok(stored) => stored,
         Err(e) => {
             shared.generator.resume_after_lease(&layout, None);
             let kind = match e {
-                LeaseFileError::Corrupt { .. } => Blocked::LeaseCorrupt,
+                LeaseFileError::Corrupt {
+                    seeming_lease_unix_ms,
+                    ..
+                } => {
+                    shared.guarded.get_mut().seeming_lease_unix_ms = seeming_lease_unix_ms;
+                    Blocked::LeaseCorrupt
+                }
                 _ => Blocked::LeaseUnreadable,
             };
             let text = e.to_string();
             set_message(&mut shared.guarded.get_mut().message, &text);
             shared.blocked.store(kind as u32, Ordering::SeqCst);
-            warning!("snowflake_id: {text}; snowflake_next() is refused until the file is repaired or removed");
+            warning!("snowflake_id: {text}; snowflake_next() is refused until the file is repaired (never delete it while the clock may be before the last issued ID)");
+            return;
+        }
+    };
+    let verdict = instance::verdict(&start_facts(&dir, stored.map(|s| s.system_identifier)));
+    let Some(stored) = stored else {
+        // No lease: a new server (nothing was issued), unless pg_upgrade
+        // left its note (held until the lease is copied or accepted).
+        shared.generator.resume_after_lease(&layout, None);
+        match verdict {
+            Verdict::MarkUpgraded => mark_upgraded(&dir),
+            Verdict::LeaseMissingAfterUpgrade => hold(
+                shared,
+                Blocked::LeaseMissingAfterUpgrade,
+                &format!("this cluster was made by pg_upgrade and its lease file ({LEASE_FILE_NAME}) was not copied from the old data directory, so the IDs the old cluster issued and the settings it issued them under are unknown"),
+            ),
+            Verdict::Copy { reason, persist } => hold_copy(shared, &dir, &reason, persist),
+            Verdict::Own | Verdict::AdoptUpgraded => log!(
+                "snowflake_id: no lease file ({LEASE_FILE_NAME}) in the data directory: a new server, IDs start from the clock"
+            ),
+        }
+        return;
+    };
+    let record = stored.record;
+    shared.guarded.get_mut().persisted = Some(record);
+    let differences = record.differences(&current_record(config, 0));
+    if differences.is_empty() {
+        shared
+            .generator
+            .resume_after_lease(&layout, Some(record.lease_until_ms()));
+    } else {
+        // Nothing is issued until the change is accepted.
+        shared.generator.resume_after_lease(&layout, None);
+        shared.guarded.get_mut().recorded = Some(record);
+        shared
+            .blocked
+            .store(Blocked::ConfigChanged as u32, Ordering::SeqCst);
+        warning!(
+            "snowflake_id: the configuration changed since IDs were last issued ({}); snowflake_next() is refused until a superuser runs SELECT snowflake_accept_configuration()",
+            differences.join("; ")
+        );
+    }
+    match verdict {
+        Verdict::MarkUpgraded => mark_upgraded(&dir),
+        Verdict::AdoptUpgraded => {
+            // The documented upgrade step: the old cluster's lease, copied.
+            let adopted = write_lease(&dir, &record, system_identifier())
+                .map_err(|e| e.to_string())
+                .and_then(|()| remove_marker(&dir, UPGRADED_FILE_NAME).map_err(|e| e.to_string()));
+            match adopted {
+                Ok(()) => log!("snowflake_id: the lease file copied from the cluster this one was upgraded from is adopted"),
+                Err(e) => warning!("snowflake_id: the lease file copied from the upgraded cluster could not be adopted: {e}"),
+            }
+        }
+        Verdict::Copy { reason, persist } => hold_copy(shared, &dir, &reason, persist),
+        Verdict::Own | Verdict::LeaseMissingAfterUpgrade => {}
+    }
+}
+
+/// The start-up facts of [`instance::verdict`], from the data directory and
+/// `pg_control`.
+fn start_facts(dir: &std::path::Path, lease: Option<Option<u64>>) -> StartFacts {
+    StartFacts {
+        system_identifier: system_identifier(),
+        lease,
+        backup_label: dir.join("backup_label").exists(),
+        standby_signal: dir.join("standby.signal").exists(),
+        recovery_signal: dir.join("recovery.signal").exists(),
+        hold: read_marker(dir, HOLD_FILE_NAME).unwrap_or_else(|e| {
+            Some(format!(
+                "\"{HOLD_FILE_NAME}\" exists but cannot be read ({e})"
+            ))
+        }),
+        upgraded: dir.join(UPGRADED_FILE_NAME).exists(),
+        binary_upgrade: unsafe { pg_sys::IsBinaryUpgrade },
+    }
+}
+
+/// `pg_control`'s database system identifier (valid in the postmaster once
+/// shared memory exists, and in every process after).
+fn system_identifier() -> u64 {
+    unsafe { pg_sys::GetSystemIdentifier() }
+}
+
+/// `pg_upgrade` loads the library into the new cluster to check it (its
+/// `LOAD`, in binary-upgrade mode) whether or not it is preloaded there:
+/// the note that the lease is still to come is written then too.
+pub fn note_binary_upgrade() {
+    let dir = data_dir();
+    let lease = match read_lease(&dir) {
+        Ok(stored) => stored.map(|s| s.system_identifier),
+        // A lease that cannot be read is reported at the first start.
+        Err(_) => return,
+    };
+    if instance::verdict(&start_facts(&dir, lease)) == Verdict::MarkUpgraded {
+        mark_upgraded(&dir);
+    }
+}
+
+fn mark_upgraded(dir: &std::path::Path) {
+    if let Err(e) = write_marker(
+        dir,
+        UPGRADED_FILE_NAME,
+        "written while pg_upgrade ran: the lease file of the old cluster is to be copied here",
+    ) {
+        warning!("snowflake_id: could not write \"{UPGRADED_FILE_NAME}\": {e}");
+    }
+}
+
+/// Start-up: a copy of another server waits for the operator; the hold is
+/// kept in a file (`persist`) so that it outlives the traces it was
+/// recognised by.
+fn hold_copy(shared: &mut Shared, dir: &std::path::Path, reason: &str, persist: bool) {
+    if persist {
+        if let Err(e) = write_marker(dir, HOLD_FILE_NAME, reason) {
+            warning!("snowflake_id: could not write \"{HOLD_FILE_NAME}\": {e}; the hold lasts until the next restart only");
         }
     }
+    hold(shared, Blocked::Copied, reason);
+}
+
+/// Start-up: generation waits for the operator, for `why`.
+fn hold(shared: &mut Shared, kind: Blocked, why: &str) {
+    set_message(&mut shared.guarded.get_mut().message, why);
+    shared.blocked.store(kind as u32, Ordering::SeqCst);
+    warning!("snowflake_id: {why}; snowflake_next() is refused until a superuser runs SELECT snowflake_accept_configuration()");
 }
 
 /// The shared state, or `None` when the library was not preloaded.
@@ -287,7 +415,9 @@ impl Shared {
             1 => Blocked::ConfigChanged,
             2 => Blocked::LeaseCorrupt,
             3 => Blocked::LeaseUnreadable,
-            _ => Blocked::ReplayFailed,
+            4 => Blocked::ReplayFailed,
+            5 => Blocked::Copied,
+            _ => Blocked::LeaseMissingAfterUpgrade,
         }
     }
 
@@ -314,6 +444,12 @@ impl Shared {
     pub fn recorded(&self) -> Option<LeaseRecord> {
         let _guard = LockGuard::shared(self.lock);
         unsafe { self.guarded_ref() }.recorded
+    }
+
+    /// The lease a corrupt lease file seems to hold (ms since 1970).
+    pub fn seeming_lease_unix_ms(&self) -> Option<i64> {
+        let _guard = LockGuard::shared(self.lock);
+        unsafe { self.guarded_ref() }.seeming_lease_unix_ms
     }
 
     /// Why generation is blocked, for the blocks that carry a message.
@@ -468,7 +604,8 @@ impl Shared {
                     .max(persisted.lease_until_unix_ms);
             }
         }
-        write_lease(&data_dir(), &record).map_err(|e| GenerateError::Lease(e.to_string()))?;
+        write_lease(&data_dir(), &record, system_identifier())
+            .map_err(|e| GenerateError::Lease(e.to_string()))?;
         unsafe { self.guarded() }.persisted = Some(record);
         let end = wal::log_lease(&record);
         self.generator
@@ -512,7 +649,7 @@ impl Shared {
             );
         }
         if plan.persist {
-            match write_lease(&data_dir(), record) {
+            match write_lease(&data_dir(), record, system_identifier()) {
                 Ok(()) => guarded.persisted = Some(*record),
                 Err(e) => {
                     drop(_guard);
@@ -547,7 +684,8 @@ impl Shared {
         if unsafe { pg_sys::RecoveryInProgress() } {
             return Err(Refusal::InRecovery);
         }
-        match self.blocked() {
+        let blocked = self.blocked();
+        match blocked {
             Blocked::No => {
                 return Ok("nothing to accept: the configuration matches the lease".into())
             }
@@ -556,46 +694,86 @@ impl Shared {
                     &unsafe { self.guarded() }.message,
                 )))
             }
-            Blocked::ConfigChanged => {}
-        }
-        let Some(old) = unsafe { self.guarded() }.recorded else {
-            return Err(Refusal::LeaseUnusable(
-                "the recorded lease is missing".into(),
-            ));
-        };
-        let plan = old
-            .floor_for(&config.layout)
-            .map_err(Refusal::Unorderable)?;
-        if plan.first_time_ms as i64 > now_ms + max_drift_ms as i64 {
-            return Err(Refusal::TooFarAhead {
-                first_time_ms: plan.first_time_ms,
-                now_ms,
-                old_max_id: plan.old_max_id,
-            });
+            Blocked::ConfigChanged | Blocked::Copied | Blocked::LeaseMissingAfterUpgrade => {}
         }
         let layout = &config.layout;
-        self.generator.pair.fetch_max(
-            layout.pair(plan.first_time_ms, 0).saturating_sub(1),
-            Ordering::AcqRel,
-        );
+        let mut accepted = Vec::new();
+        // The first millisecond new IDs may use, when the block asks for a
+        // floor: above the old configuration's IDs, or above every ID a
+        // missing lease can have covered.
+        let mut floor_ms = None;
+        let mut old_max_id = None;
+        match (blocked, unsafe { self.guarded() }.recorded) {
+            (Blocked::ConfigChanged, None) => {
+                return Err(Refusal::LeaseUnusable(
+                    "the recorded lease is missing".into(),
+                ))
+            }
+            (_, Some(old)) => {
+                let plan = old
+                    .floor_for(&config.layout)
+                    .map_err(Refusal::Unorderable)?;
+                if plan.first_time_ms as i64 > now_ms + max_drift_ms as i64 {
+                    return Err(Refusal::TooFarAhead {
+                        first_time_ms: plan.first_time_ms,
+                        now_ms,
+                        old_max_id: plan.old_max_id,
+                    });
+                }
+                floor_ms = Some(plan.first_time_ms);
+                old_max_id = Some(plan.old_max_id);
+                accepted.push(old.differences(&current_record(config, 0)).join("; "));
+                if (old.node_bits, old.sequence_bits)
+                    != (layout.node_bits(), layout.sequence_bits())
+                {
+                    accepted.push("the layout changed: every server issuing IDs for the same tables must run this layout before any of them issues again, or their IDs collide across nodes (stop issuing on all, change all, accept on each)".into());
+                }
+            }
+            (_, None) => {}
+        }
+        if blocked == Blocked::LeaseMissingAfterUpgrade {
+            // Like a start without a lease: no ID the old cluster issued is
+            // later than the clock plus the drift limit.
+            let ms = (now_ms.max(0) as u64 + max_drift_ms + 1).min(layout.max_time_ms());
+            floor_ms = Some(floor_ms.map_or(ms, |f| f.max(ms)));
+            accepted.push("the upgraded cluster's lease file is missing; new IDs start snowflake_id.max_clock_drift ahead of the clock".into());
+        }
+        if blocked == Blocked::Copied {
+            accepted.push(format!(
+                "this server is a copy ({}); it issues IDs as the only server with its node id",
+                message_text(&unsafe { self.guarded() }.message)
+            ));
+        }
+        if let Some(first_time_ms) = floor_ms {
+            self.generator.pair.fetch_max(
+                layout.pair(first_time_ms, 0).saturating_sub(1),
+                Ordering::AcqRel,
+            );
+        }
         self.generator.lease_until_ms.store(0, Ordering::SeqCst);
+        let needed = floor_ms.unwrap_or_else(|| self.generator.last_time_ms(layout));
         let (target, _) = self
-            .record_lease_locked(
-                config,
-                lease_target(&self.generator, layout, plan.first_time_ms),
-            )
+            .record_lease_locked(config, lease_target(&self.generator, layout, needed))
             .map_err(|e| Refusal::Write(e.to_string()))?;
+        // The lease is now this system's: the traces that held it go.
+        let dir = data_dir();
+        for marker in [HOLD_FILE_NAME, UPGRADED_FILE_NAME] {
+            remove_marker(&dir, marker)
+                .map_err(|e| Refusal::Write(format!("could not remove \"{marker}\": {e}")))?;
+        }
         // With lease_sync the first ID waits for the worker's synchronous
         // lease instead.
         if !settings::lease_sync() {
             self.raise_lease(target);
         }
         self.blocked.store(Blocked::No as u32, Ordering::Release);
-        Ok(format!(
-            "accepted: {}; new IDs are greater than {}, the largest ID the old configuration can have issued",
-            old.differences(&current_record(config, 0)).join("; "),
-            plan.old_max_id
-        ))
+        let mut text = format!("accepted: {}", accepted.join("; "));
+        if let Some(max) = old_max_id {
+            text.push_str(&format!(
+                "; new IDs are greater than {max}, the largest ID the old configuration can have issued"
+            ));
+        }
+        Ok(text)
     }
 }
 

@@ -15,12 +15,16 @@ use crate::core::layout::IdLayout;
 use crate::pg::backend::{issue, issuing_node, ready};
 use crate::pg::errors::{raise, Error};
 use crate::pg::settings;
+use pgrx::callconv::{BoxRet, FcInfo};
+use pgrx::datum::Datum;
+use pgrx::pgrx_sql_entity_graph::metadata::{
+    ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
+};
 use pgrx::prelude::*;
 
-/// Validates `n` and issues the batch. Returns the layout and node to turn
-/// its pairs into IDs.
-fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
-    let (config, shared) = ready();
+/// Validates `n`: the number of IDs to issue, or the error.
+fn checked_count(n: i32) -> u64 {
+    let (config, _) = ready();
     let layout = config.layout;
     let policy = settings::drift_policy();
     let max = max_batch(&layout, policy);
@@ -36,8 +40,20 @@ fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
             ids_per_ms: layout.ids_per_ms(),
         });
     }
+    count
+}
+
+/// Validates `n` and issues the batch. Returns the layout and node to turn
+/// its pairs into IDs.
+fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
+    let count = checked_count(n);
+    let (config, shared) = ready();
     let node = issuing_node(config, shared);
-    (layout, node, issue(config, shared, policy, count))
+    (
+        config.layout,
+        node,
+        issue(config, shared, settings::drift_policy(), count),
+    )
 }
 
 fn ids(n: i32) -> impl Iterator<Item = i64> {
@@ -55,9 +71,64 @@ fn snowflake_next_batch(n: i32) -> SetOfIterator<'static, i64> {
 
 /// Like `snowflake_next_batch(n)`, as one `bigint[]` (PostgreSQL cannot
 /// overload a function on its result type, hence the name).
+///
+/// The array is built in place in PostgreSQL's memory (up to 800 MB for
+/// the largest batch): an allocation that fails is PostgreSQL's ordinary
+/// "out of memory" error (`53200`), which ends the statement, where a
+/// failed Rust allocation would abort the backend and restart the cluster.
+/// The IDs are issued only once the memory is there.
 #[pg_extern(volatile, parallel_safe)]
-fn snowflake_next_batch_array(n: i32) -> Vec<i64> {
-    ids(n).collect()
+fn snowflake_next_batch_array(n: i32) -> IdArray {
+    // One dimension, no NULL bitmap: the header, the dimension and the
+    // lower bound, then the elements (ARR_OVERHEAD_NONULLS(1), MAXALIGNed).
+    const HEADER: usize = (std::mem::size_of::<pg_sys::ArrayType>() + 2 * 4 + 7) & !7;
+    let count = checked_count(n) as usize;
+    let size = HEADER + count * 8;
+    unsafe {
+        // Up to 1 GB - 1 without MCXT_ALLOC_HUGE: the largest batch
+        // (100,000,000 IDs) takes 800 MB, and a varlena cannot be larger.
+        let array = pg_sys::palloc_extended(size, 0).cast::<pg_sys::ArrayType>();
+        // The batch is validated and issued after the allocation, so that
+        // no ID is consumed by a statement that fails for lack of memory.
+        let mut written = 0;
+        let data = array.cast::<u8>().add(HEADER).cast::<i64>();
+        for id in ids(n).take(count) {
+            data.add(written).write(id);
+            written += 1;
+        }
+        pgrx::set_varsize_4b(array.cast(), (HEADER + written * 8) as i32);
+        (*array).ndim = 1;
+        (*array).dataoffset = 0;
+        (*array).elemtype = pg_sys::INT8OID;
+        let dims = array
+            .cast::<u8>()
+            .add(std::mem::size_of::<pg_sys::ArrayType>())
+            .cast::<i32>();
+        dims.write(written as i32);
+        dims.add(1).write(1);
+        IdArray(array)
+    }
+}
+
+/// A `bigint[]` built in PostgreSQL's memory, returned as it is (pgrx's own
+/// array results are built from a Rust `Vec` first).
+pub struct IdArray(*mut pg_sys::ArrayType);
+
+// SAFETY: the SQL type is `bigint[]`, as for `Vec<i64>`, and the datum is a
+// palloc'd one-dimensional int8 array without NULLs.
+unsafe impl SqlTranslatable for IdArray {
+    const TYPE_IDENT: &'static str = <Vec<i64> as SqlTranslatable>::TYPE_IDENT;
+    const TYPE_ORIGIN: TypeOrigin = <Vec<i64> as SqlTranslatable>::TYPE_ORIGIN;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> =
+        <Vec<i64> as SqlTranslatable>::ARGUMENT_SQL;
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = <Vec<i64> as SqlTranslatable>::RETURN_SQL;
+}
+
+// SAFETY: returns the array's pointer as the function's datum.
+unsafe impl BoxRet for IdArray {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        unsafe { fcinfo.return_raw_datum(pg_sys::Datum::from(self.0)) }
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]

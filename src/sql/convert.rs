@@ -12,7 +12,7 @@
 //! concurrent inserts wait, then use the new default.
 
 use crate::core::convert::{self, ColumnRef, Facts, RelationKind};
-use crate::pg::backend::first_id_from_now;
+use crate::pg::backend::first_id_above;
 use crate::pg::errors::{raise, Error};
 use pgrx::callconv::{Arg, ArgAbi};
 use pgrx::pgrx_sql_entity_graph::metadata::{
@@ -291,7 +291,7 @@ fn snowflake_convert_column(
             facts.target.column, facts.target.table
         ))
         .unwrap_or_else(|e| spi_failed(e));
-        facts.first_new_id = first_id_from_now();
+        facts.first_new_id = first_id_above(facts.max_value, !dry_run);
     }
 
     let plan = convert::plan(&facts).unwrap_or_else(|e| raise(e));

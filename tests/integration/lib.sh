@@ -259,6 +259,11 @@ expect_drift_error() {
   grep -q "^ERROR:  58000: " "$out" || fail "$label: expected SQLSTATE 58000"
   grep -q "behind the last issued ID" "$out" || fail "$label: the message does not say the clock is behind the last issued ID"
   grep -q "^HINT: .*snowflake_id.max_clock_drift" "$out" || fail "$label: no hint naming snowflake_id.max_clock_drift"
+  # The time of the last issued ID, and never the lease file's deletion.
+  grep -Eq "^DETAIL:  The last ID this server issued has the time [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+" "$out" ||
+    fail "$label: the detail does not give the time of the last issued ID"
+  grep -q "^HINT: .*Never delete the lease file (snowflake_id.lease) to clear this error" "$out" ||
+    fail "$label: the hint does not say never to delete the lease file"
 }
 
 # cluster_basebackup NAME PORT FROM: a streaming standby of the running

@@ -9,8 +9,15 @@
 #       snowflake_id.epoch is so far in the past that the time field has run
 #         out (35 time bits from 2000-01-01),
 #       snowflake_id.epoch is in the future,
+#       a value PostgreSQL cannot parse (sequence_bits = '14 bits',
+#         lease_sync = 'maybe', max_clock_drift = '5 parsecs'): PostgreSQL
+#         itself only warns and keeps the default,
+#       an unknown name under the prefix (snowflake_id.sequencebits = 14,
+#         also in postgresql.auto.conf): PostgreSQL itself says nothing,
 #     and each time the server log names the setting and the valid range or
-#     the limit that was broken;
+#     the limit that was broken (or the file and line of the mistake);
+#   - with the prefix reserved, a session's SET of an unknown
+#     snowflake_id.* name is refused;
 #   - the boundaries are accepted: node_id 1023 with the default layout, and
 #     node_bits 16 + sequence_bits 12 (exactly 35 time bits, recent epoch)
 #     with node_id 65535 start and issue IDs that decode to that node (this
@@ -165,6 +172,51 @@ refuses epoch_future "epoch in the future" \
 snowflake_id.epoch = '2099-01-01 00:00:00+00'" \
   'snowflake_id\.epoch' 'future'
 
+echo "== mistyped settings: refused, never started on defaults"
+refuses bad_int "sequence_bits = '14 bits'" \
+  "snowflake_id.node_id = 1
+snowflake_id.sequence_bits = '14 bits'" \
+  'FATAL: .*invalid value for "snowflake_id.sequence_bits": "14 bits" \(in ".*postgresql.conf" line [0-9]+\)' \
+  'HINT: .*does not start on the default'
+refuses bad_bool "lease_sync = 'maybe'" \
+  "snowflake_id.node_id = 1
+snowflake_id.lease_sync = 'maybe'" \
+  'FATAL: .*invalid value for "snowflake_id.lease_sync": "maybe"'
+refuses bad_unit "max_clock_drift = '5 parsecs'" \
+  "snowflake_id.node_id = 1
+snowflake_id.max_clock_drift = '5 parsecs'" \
+  'FATAL: .*invalid value for "snowflake_id.max_clock_drift": "5 parsecs"'
+refuses unknown_name "snowflake_id.sequencebits = 14 (a misspelt name)" \
+  "snowflake_id.node_id = 1
+snowflake_id.sequencebits = 14" \
+  'FATAL: .*unknown setting "snowflake_id.sequencebits" \(in ".*postgresql.conf" line [0-9]+\)' \
+  'HINT: .*node_id, epoch, node_bits, sequence_bits, max_clock_drift and lease_sync'
+# The same mistake made with ALTER SYSTEM (PostgreSQL accepts any name under
+# an unreserved prefix there) is found in postgresql.auto.conf.
+cluster_init auto_conf "$(free_port)" "snowflake_id.node_id = 1"
+if cluster_start auto_conf; then
+  psql_on auto_conf -c "ALTER SYSTEM SET snowflake_id.nodeid = 3" 2>/dev/null &&
+    bad "ALTER SYSTEM of an unknown snowflake_id name succeeded on a running server (the prefix is not reserved)"
+  cluster_stop auto_conf
+  echo "snowflake_id.nodeid = '3'" | as_pg tee -a "$(cluster_dir auto_conf)/postgresql.auto.conf" >/dev/null
+  if cluster_start auto_conf 2>/dev/null; then
+    bad "an unknown name in postgresql.auto.conf: the server started"
+    cluster_stop auto_conf
+  elif log_has auto_conf 'unknown setting "snowflake_id.nodeid" \(in ".*postgresql.auto.conf" line'; then
+    pass "an unknown name in postgresql.auto.conf: the server refuses to start, naming the file"
+  else
+    bad "an unknown name in postgresql.auto.conf: the log does not name it"
+    show_log auto_conf
+  fi
+else
+  bad "the cluster for the postgresql.auto.conf case did not start"
+fi
+starts good_values "well-formed values of every setting start" \
+  "snowflake_id.node_id = 3
+snowflake_id.sequence_bits = '12'
+snowflake_id.lease_sync = off
+snowflake_id.max_clock_drift = '5s'" 3
+
 echo "== node_id not set"
 cluster_init unset "$(free_port)"
 if cluster_start unset; then
@@ -176,6 +228,8 @@ if cluster_start unset; then
     "SELECT snowflake_next()" '^HINT:'
   expect_error unset "INSERT using the column default without node_id" \
     "INSERT INTO t (x) VALUES (1)" 'snowflake_id\.node_id'
+  expect_error unset "SET of an unknown snowflake_id name (the prefix is reserved)" \
+    "SET snowflake_id.sequencebits = 14" 'invalid configuration parameter name "snowflake_id.sequencebits"'
   no_crash unset
   cluster_stop unset
 else

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # A real pg_upgrade of a cluster with snowflake IDs from one major version to
 # a newer one (scripts/test.sh runs it from 17 to 18, and says why not from
-# 15), done as docs/operations.md says: pg_upgrade, then the lease file
-# copied from the old data directory before the new server first starts.
-# The upgraded server starts with the extension, keeps every row, resumes
-# after the old server's lease, and issues IDs above every old one, under the
-# same node id.
+# 15). pg_upgrade does not carry the lease file; the extension notes while
+# pg_upgrade runs that the lease is still to come (snowflake_id.upgraded),
+# so that:
+#   - started without the lease, the upgraded server refuses to issue IDs
+#     (55000, the hint says to copy the file), instead of starting from its
+#     clock as a new server would;
+#   - with the lease copied as docs/operations.md says, but a forgotten
+#     snowflake_id.epoch line in the new postgresql.conf, it refuses
+#     (the configuration guard has the old lease to compare with);
+#   - with the settings carried over, it adopts the lease as its own, keeps
+#     every row, resumes after the old server's lease, and issues IDs above
+#     every old one, under the same node id.
 #
 #   PG_BIN=<old bin> NEW_PG_BIN=<new bin> bash tests/upgrade/pg_upgrade.sh
 #
@@ -64,11 +71,33 @@ tail -5 "$upgrade_log"
 pass "pg_upgrade from PostgreSQL $old_major to $new_major"
 
 # pg_upgrade leaves the lease file behind (it carries no file from the root
-# of the data directory): copy it, both servers stopped.
+# of the data directory).
 [ -f "$(cluster_dir new)/snowflake_id.lease" ] && fail "pg_upgrade carried the lease file (the docs say it does not)"
-as_pg cp -p "$(cluster_dir old)/snowflake_id.lease" "$(cluster_dir new)/snowflake_id.lease"
+[ -f "$(cluster_dir new)/snowflake_id.upgraded" ] || fail "no snowflake_id.upgraded note in the upgraded cluster"
+pass "pg_upgrade left the lease behind, and the extension noted it (snowflake_id.upgraded)"
 
-# --- the upgraded server
+# --- started without the lease: held
+cluster_start new || fail "the upgraded cluster did not start"
+out=$(sql_error new "SELECT snowflake_next()") || fail "the upgraded server issued an ID without the old lease"
+[ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "without the lease: SQLSTATE is not 55000"; }
+printf '%s\n' "$out" | grep -q 'made by pg_upgrade and its lease file (snowflake_id.lease) was not copied' ||
+  { printf '%s\n' "$out"; fail "without the lease: the message does not say why"; }
+printf '%s\n' "$out" | grep -q 'HINT:  Stop this server and copy snowflake_id.lease from the old data directory' ||
+  { printf '%s\n' "$out"; fail "without the lease: the hint does not say what to do"; }
+pass "started without the old lease, the upgraded server refuses to issue IDs (55000, hint: copy the file)"
+cluster_stop new
+
+# --- the lease copied (both servers stopped), a forgotten epoch line: held
+as_pg cp -p "$(cluster_dir old)/snowflake_id.lease" "$(cluster_dir new)/snowflake_id.lease"
+cluster_conf new "snowflake_id.epoch = '2025-06-01 00:00:00+00'"
+cluster_start new || fail "the upgraded cluster did not start with the lease"
+out=$(sql_error new "SELECT snowflake_next()") || fail "the upgraded server issued an ID under another epoch"
+printf '%s\n' "$out" | grep -q 'snowflake_id.epoch changed' || { printf '%s\n' "$out"; fail "the epoch change is not named"; }
+pass "with the lease copied and another epoch in postgresql.conf, the upgraded server refuses (the epoch change is named)"
+cluster_stop new
+as_pg sed -i "/^snowflake_id.epoch = '2025-06-01/d" "$(cluster_dir new)/postgresql.conf"
+
+# --- the upgraded server, settings carried over
 cluster_start new || fail "the upgraded cluster did not start"
 [ "$(sql_value new "SHOW server_version_num" | cut -c1-2)" = "$new_major" ] || fail "the upgraded cluster is not PostgreSQL $new_major"
 [ "$(sql_value new "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")" = "$old_version" ] ||
@@ -81,6 +110,11 @@ pass "the upgraded cluster keeps $old_count rows, their IDs and the extension $o
 [ "$(sql_value new "SELECT lease_until >= '$old_lease'::timestamptz FROM snowflake_stats()")" = t ] ||
   fail "the upgraded server's lease is not at or after the old server's ($old_lease)"
 pass "the upgraded server resumes from the old server's lease ($old_lease)"
+[ -f "$(cluster_dir new)/snowflake_id.upgraded" ] && fail "the snowflake_id.upgraded note is still there"
+new_sysid=$(sql_value new "SELECT system_identifier FROM pg_control_system()")
+grep -q "^system_identifier = $new_sysid\$" "$(cluster_dir new)/snowflake_id.lease" ||
+  fail "the adopted lease does not carry the new system's identifier"
+pass "the copied lease is adopted as the new system's ($new_sysid), the note removed"
 
 psql_on new -c "INSERT INTO orders (item) SELECT 'after ' || i FROM generate_series(1, 5000) AS i"
 new_min=$(sql_value new "SELECT min(id) FROM orders WHERE item LIKE 'after %'")

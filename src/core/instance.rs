@@ -1,0 +1,323 @@
+//! Is this server the one that wrote its lease, or a copy of it?
+//!
+//! The lease makes one server's IDs unique. A copy of its data directory
+//! carries the same node id and the same lease, and once it takes writes it
+//! issues the same IDs as the original, in the same milliseconds. Copies are
+//! made every day, mostly on purpose: a standby (which is fine: it issues
+//! nothing until promoted, and then the original is gone), a base backup
+//! started as a second primary, a point-in-time restore used as a reporting
+//! copy while the original runs, a standby converted into a logical
+//! subscriber by `pg_createsubscriber`. So at start the server looks at what
+//! the tools leave behind, before anything is issued:
+//!
+//! - `backup_label` without `standby.signal`: the data directory is a
+//!   restored backup about to become a primary (with `recovery.signal`, a
+//!   point-in-time restore; without, a base backup started as is, or a
+//!   `pg_rewind` target without its signal file). It may replace an
+//!   original that is gone, or run beside it: only the operator knows, so
+//!   generation is held until `snowflake_accept_configuration()`.
+//!   PostgreSQL renames `backup_label` once recovery starts, so the hold is
+//!   kept in a file of its own ([`HOLD_FILE_NAME`]) until it is accepted.
+//! - A lease written by another database system (the system identifier in
+//!   the file differs from `pg_control`'s): `pg_createsubscriber` gives the
+//!   converted standby a new identifier; a lease file copied from another
+//!   server has one too. Held likewise.
+//! - `pg_upgrade` builds a new data directory with a new identifier and
+//!   does not carry the lease file. While it runs (binary-upgrade mode)
+//!   the server notes, in [`UPGRADED_FILE_NAME`], that the lease is still
+//!   to come; at the first normal start, a lease copied from the old
+//!   directory is adopted, and a missing one holds generation: without it,
+//!   neither the IDs the old cluster issued nor the configuration it issued
+//!   them under are known.
+//!
+//! A standby (with `standby.signal`) is never held, and neither is the
+//! primary it becomes by promotion: the lease records in the WAL keep it
+//! after every ID the old primary issued. A cold copy of a stopped data
+//! directory (`cp -a`, a disk snapshot) leaves no trace and cannot be told
+//! apart: it needs its own node id before it starts (README, "Operations").
+//!
+//! [`verdict`] is pure: the caller gathers the facts from the data
+//! directory and `pg_control` and carries the verdict out.
+
+/// The file that keeps a detected copy held across restarts until it is
+/// accepted. Its content is the reason, for the error message.
+pub const HOLD_FILE_NAME: &str = "snowflake_id.hold";
+/// The file written while `pg_upgrade` runs the server in binary-upgrade
+/// mode and the lease is not (yet) this system's.
+pub const UPGRADED_FILE_NAME: &str = "snowflake_id.upgraded";
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Reads a marker file: `None` when it does not exist.
+pub fn read_marker(dir: &Path, name: &str) -> io::Result<Option<String>> {
+    match fs::read(dir.join(name)) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim_end().to_string())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a marker file durably (file and directory fsynced).
+pub fn write_marker(dir: &Path, name: &str, text: &str) -> io::Result<()> {
+    let mut f = File::create(dir.join(name))?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    File::open(dir)?.sync_all()
+}
+
+/// Removes a marker file durably; one that does not exist is fine.
+pub fn remove_marker(dir: &Path, name: &str) -> io::Result<()> {
+    match fs::remove_file(dir.join(name)) {
+        Ok(()) => File::open(dir)?.sync_all(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// What the server finds at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartFacts {
+    /// `pg_control`'s system identifier.
+    pub system_identifier: u64,
+    /// Whether a usable lease file exists, and the system identifier in it
+    /// (`None` in a version 1 file).
+    pub lease: Option<Option<u64>>,
+    /// `backup_label` exists in the data directory.
+    pub backup_label: bool,
+    /// `standby.signal` exists.
+    pub standby_signal: bool,
+    /// `recovery.signal` exists.
+    pub recovery_signal: bool,
+    /// The content of [`HOLD_FILE_NAME`], if it exists.
+    pub hold: Option<String>,
+    /// [`UPGRADED_FILE_NAME`] exists.
+    pub upgraded: bool,
+    /// The server runs in binary-upgrade mode (under `pg_upgrade`).
+    pub binary_upgrade: bool,
+}
+
+/// What to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// This server wrote the lease (or has none and was never upgraded).
+    Own,
+    /// `pg_upgrade` is running: write [`UPGRADED_FILE_NAME`], issue
+    /// nothing (nobody asks during an upgrade).
+    MarkUpgraded,
+    /// The lease was copied from the old cluster after `pg_upgrade`, as
+    /// documented: rewrite it as this system's and remove
+    /// [`UPGRADED_FILE_NAME`].
+    AdoptUpgraded,
+    /// A copy of another server: hold generation until accepted, and keep
+    /// the reason in [`HOLD_FILE_NAME`] (`persist`) unless it is there.
+    Copy { reason: String, persist: bool },
+    /// Upgraded without the lease file: hold generation until the file is
+    /// copied or the operator accepts.
+    LeaseMissingAfterUpgrade,
+}
+
+/// Decides whether this server may issue IDs from its lease.
+pub fn verdict(f: &StartFacts) -> Verdict {
+    let foreign_lease = matches!(f.lease, Some(Some(id)) if id != f.system_identifier);
+    if f.binary_upgrade {
+        return if f.lease.is_none() || foreign_lease {
+            Verdict::MarkUpgraded
+        } else {
+            Verdict::Own
+        };
+    }
+    if let Some(reason) = &f.hold {
+        return Verdict::Copy {
+            reason: reason.clone(),
+            persist: false,
+        };
+    }
+    if f.backup_label && !f.standby_signal {
+        let reason = if f.recovery_signal {
+            "this server was restored from a backup (backup_label and recovery.signal) and becomes a primary at the end of recovery: if the server it was copied from still runs, both issue the same IDs"
+        } else {
+            "this server was started from a backup (backup_label) without standby.signal, so it becomes a second primary: if the server it was copied from still runs, both issue the same IDs"
+        };
+        return Verdict::Copy {
+            reason: reason.into(),
+            persist: true,
+        };
+    }
+    if foreign_lease {
+        if f.upgraded {
+            return Verdict::AdoptUpgraded;
+        }
+        let written_by = f.lease.flatten().unwrap_or_default();
+        return Verdict::Copy {
+            reason: format!(
+                "the lease file was written by another database system (system identifier {written_by}, this server's is {}): this server is a copy converted into a new system (pg_createsubscriber), or the file was copied from another server",
+                f.system_identifier
+            ),
+            persist: true,
+        };
+    }
+    if f.lease.is_none() && f.upgraded {
+        return Verdict::LeaseMissingAfterUpgrade;
+    }
+    Verdict::Own
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: u64 = 7_441_000_000_000_000_001;
+    const OTHER: u64 = 7_300_000_000_000_000_002;
+
+    fn own() -> StartFacts {
+        StartFacts {
+            system_identifier: ME,
+            lease: Some(Some(ME)),
+            ..StartFacts::default()
+        }
+    }
+
+    fn is_copy(v: &Verdict) -> bool {
+        matches!(v, Verdict::Copy { .. })
+    }
+
+    #[test]
+    fn markers_round_trip() {
+        let dir = std::env::temp_dir().join(format!("snowflake_marker_{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        assert_eq!(read_marker(&dir, HOLD_FILE_NAME).unwrap(), None);
+        write_marker(&dir, HOLD_FILE_NAME, "a reason").unwrap();
+        assert_eq!(
+            read_marker(&dir, HOLD_FILE_NAME).unwrap().as_deref(),
+            Some("a reason")
+        );
+        remove_marker(&dir, HOLD_FILE_NAME).unwrap();
+        remove_marker(&dir, HOLD_FILE_NAME).unwrap();
+        assert_eq!(read_marker(&dir, HOLD_FILE_NAME).unwrap(), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_ordinary_restart_is_the_server_itself() {
+        assert_eq!(verdict(&own()), Verdict::Own);
+        // A version 1 lease has no identifier: trusted, as before.
+        let v1 = StartFacts {
+            lease: Some(None),
+            ..own()
+        };
+        assert_eq!(verdict(&v1), Verdict::Own);
+        // A new server, never upgraded, has no lease yet.
+        let new = StartFacts {
+            lease: None,
+            ..own()
+        };
+        assert_eq!(verdict(&new), Verdict::Own);
+    }
+
+    #[test]
+    fn a_standby_from_a_backup_is_not_a_copy() {
+        for recovery_signal in [false, true] {
+            let standby = StartFacts {
+                backup_label: true,
+                standby_signal: true,
+                recovery_signal,
+                ..own()
+            };
+            assert_eq!(verdict(&standby), Verdict::Own);
+        }
+    }
+
+    #[test]
+    fn a_backup_started_as_a_primary_is_a_copy() {
+        let clone = StartFacts {
+            backup_label: true,
+            ..own()
+        };
+        let v = verdict(&clone);
+        assert!(
+            matches!(&v, Verdict::Copy { reason, persist: true } if reason.contains("without standby.signal")),
+            "{v:?}"
+        );
+        let pitr = StartFacts {
+            backup_label: true,
+            recovery_signal: true,
+            ..own()
+        };
+        let v = verdict(&pitr);
+        assert!(
+            matches!(&v, Verdict::Copy { reason, persist: true } if reason.contains("recovery.signal")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_kept_hold_outlives_the_backup_label() {
+        let restarted = StartFacts {
+            hold: Some("why".into()),
+            ..own()
+        };
+        assert_eq!(
+            verdict(&restarted),
+            Verdict::Copy {
+                reason: "why".into(),
+                persist: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_lease_of_another_system_is_a_copy_unless_upgraded() {
+        let converted = StartFacts {
+            lease: Some(Some(OTHER)),
+            ..own()
+        };
+        let v = verdict(&converted);
+        assert!(is_copy(&v), "{v:?}");
+        let Verdict::Copy { reason, .. } = v else {
+            unreachable!()
+        };
+        assert!(reason.contains(&OTHER.to_string()) && reason.contains(&ME.to_string()));
+        assert!(reason.contains("pg_createsubscriber"));
+        let upgraded = StartFacts {
+            upgraded: true,
+            ..converted
+        };
+        assert_eq!(verdict(&upgraded), Verdict::AdoptUpgraded);
+    }
+
+    #[test]
+    fn pg_upgrade_marks_then_the_first_start_decides() {
+        // While pg_upgrade runs: marked when the lease is missing or not
+        // this system's, never held.
+        for lease in [None, Some(Some(OTHER))] {
+            let running = StartFacts {
+                lease,
+                binary_upgrade: true,
+                ..own()
+            };
+            assert_eq!(verdict(&running), Verdict::MarkUpgraded);
+        }
+        let old_cluster = StartFacts {
+            binary_upgrade: true,
+            ..own()
+        };
+        assert_eq!(verdict(&old_cluster), Verdict::Own);
+        // After: no lease copied.
+        let forgotten = StartFacts {
+            lease: None,
+            upgraded: true,
+            ..own()
+        };
+        assert_eq!(verdict(&forgotten), Verdict::LeaseMissingAfterUpgrade);
+        // Copied, and already adopted (identifier rewritten): own.
+        let adopted = StartFacts {
+            upgraded: true,
+            ..own()
+        };
+        assert_eq!(verdict(&adopted), Verdict::Own);
+    }
+}

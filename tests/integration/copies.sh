@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# A copy of a server's data directory must not become a second writer with
+# the same node id without the operator's word (src/core/instance.rs):
+#   - a pg_basebackup clone started without standby.signal holds
+#     snowflake_next() (55000, message naming backup_label, hint naming
+#     snowflake_accept_configuration), while the original goes on issuing;
+#     the hold outlives a restart (PostgreSQL has renamed backup_label by
+#     then); with its own node id and the acceptance it issues IDs;
+#   - a restored backup with recovery.signal (a point-in-time restore, to
+#     the end of its WAL) holds likewise; accepted, it issues IDs above the
+#     original's;
+#   - a lease file copied from another database system (as
+#     pg_createsubscriber's new system identifier, or a file copied by hand)
+#     holds, naming both system identifiers;
+#   - a standby made from the same kind of backup (standby.signal) is not a
+#     copy: promoted, it issues IDs at once;
+#   - a lease file of the previous format (version 1, without the system
+#     identifier) is read as before.
+# On the code before the check the clones issue IDs at once, equal to the
+# original's in the same milliseconds.
+#
+#   flock /tmp/snowflake_id.pg.lock bash tests/integration/copies.sh
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+require_installed_extension
+
+# expect_copy_hold NAME WHAT ERE: snowflake_next() on NAME fails with 55000,
+# a message matching ERE and the hint to give it its own node id.
+expect_copy_hold() {
+  local out
+  out=$(sql_error "$1" "SELECT snowflake_next()") || fail "$2: snowflake_next() issued an ID on a copy"
+  [ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "$2: SQLSTATE is not 55000"; }
+  printf '%s\n' "$out" | grep -qE "$3" || { printf '%s\n' "$out"; fail "$2: the message does not match /$3/"; }
+  printf '%s\n' "$out" | grep -q 'HINT:  Give this server its own snowflake_id.node_id' ||
+    { printf '%s\n' "$out"; fail "$2: the hint is missing"; }
+  pass "$2: snowflake_next() refused with 55000 ($(printf '%s\n' "$out" | sed -n 's/^ERROR: *55000: //p' | cut -c1-110)...)"
+}
+
+# clone NAME FROM [signal]: a pg_basebackup of FROM in NAME's directory,
+# without -R (no standby.signal, no primary_conninfo); "recovery" adds
+# recovery.signal, "standby" -R's standby.signal.
+clone() {
+  local name=$1 from=$2 signal=${3:-} dir port
+  dir=$(cluster_dir "$name"); port=$(free_port)
+  local -a opts=()
+  [ "$signal" = standby ] && opts=(-R)
+  (cd / && as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$(cluster_port "$from")" -U postgres \
+    -D "$dir" "${opts[@]}" -X stream -c fast --no-sync)
+  [ "$signal" = recovery ] && as_pg touch "$dir/recovery.signal"
+  mkdir -p "$dir.sock"; chown postgres:postgres "$dir.sock"
+  echo "$port" > "$SF_WORK/$name.port"
+  cluster_bin "$from" > "$SF_WORK/$name.bin"
+  SF_CLUSTERS+=("$name")
+  cluster_conf "$name" "port = $port" "unix_socket_directories = '$dir.sock'"
+  # Archive recovery needs a restore command; this one finds nothing, so
+  # recovery replays the WAL the backup carries and ends there.
+  [ "$signal" = recovery ] && cluster_conf "$name" "restore_command = 'false'"
+  return 0
+}
+
+cluster_init orig "$(free_port)" "snowflake_id.node_id = 5"
+cluster_start orig
+psql_on orig <<'SQL'
+CREATE EXTENSION snowflake_id;
+CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), v text);
+INSERT INTO t (v) SELECT 'before' FROM generate_series(1, 1000);
+SQL
+
+# --- a base backup started as it is: a second primary
+clone clone orig
+cluster_start clone
+[ "$(sql_value clone "SELECT pg_is_in_recovery()")" = f ] || fail "the clone is not a primary"
+expect_copy_hold clone "base backup started without standby.signal" 'copy of another server.*backup_label.*without standby.signal'
+psql_on orig -c "INSERT INTO t (v) SELECT 'original' FROM generate_series(1, 1000)"
+pass "the original goes on issuing"
+cluster_stop clone
+cluster_start clone
+[ -f "$(cluster_dir clone)/backup_label" ] && fail "backup_label is still there after the first start"
+expect_copy_hold clone "the same clone restarted (backup_label renamed by PostgreSQL)" 'without standby.signal'
+# Its own node id, then the acceptance.
+cluster_stop clone
+cluster_conf clone "snowflake_id.node_id = 6"
+cluster_start clone
+accepted=$(sql_value clone "SELECT snowflake_accept_configuration()")
+printf '%s\n' "$accepted" | grep -q 'snowflake_id.node_id changed from 5 to 6' || fail "acceptance does not name the node id change: $accepted"
+printf '%s\n' "$accepted" | grep -q 'this server is a copy' || fail "acceptance does not name the copy: $accepted"
+psql_on clone -c "INSERT INTO t (v) SELECT 'clone' FROM generate_series(1, 1000)"
+[ "$(sql_value clone "SELECT count(*) FROM t WHERE v = 'clone' AND snowflake_node(id) = 6")" = 1000 ] ||
+  fail "the accepted clone does not issue under node id 6"
+[ -f "$(cluster_dir clone)/snowflake_id.hold" ] && fail "the hold file survived the acceptance"
+cluster_stop clone
+cluster_start clone
+psql_on clone -c "INSERT INTO t (v) VALUES ('clone after restart')"
+pass "with its own node id (6) and the acceptance the clone issues IDs, also after a restart"
+cluster_stop clone
+
+# --- a point-in-time restore: backup_label and recovery.signal
+clone pitr orig recovery
+cluster_start pitr
+for _ in $(seq 1 100); do [ "$(sql_value pitr "SELECT pg_is_in_recovery()")" = f ] && break; sleep 0.1; done
+[ "$(sql_value pitr "SELECT pg_is_in_recovery()")" = f ] || fail "the restore did not finish recovery"
+expect_copy_hold pitr "restore with recovery.signal" 'restored from a backup \(backup_label and recovery.signal\)'
+orig_max=$(sql_value orig "SELECT max(id) FROM t WHERE snowflake_node(id) = 5")
+accepted=$(sql_value pitr "SELECT snowflake_accept_configuration()")
+printf '%s\n' "$accepted" | grep -q 'this server is a copy' || fail "acceptance of the restore: $accepted"
+first=$(sql_value pitr "INSERT INTO t (v) VALUES ('restored') RETURNING id")
+[ "$first" -gt "$orig_max" ] || fail "the accepted restore issued $first, not above the original's $orig_max"
+pass "the accepted restore (the original is gone, says the operator) issues above the original's IDs ($first > $orig_max)"
+cluster_stop pitr
+
+# --- a standby from a backup is not a copy, and its promotion needs nothing
+clone standby orig standby
+cluster_start standby
+wait_for_replay standby orig
+as_pg "$PG_BIN/pg_ctl" -D "$(cluster_dir standby)" -w promote >/dev/null
+cluster_stop orig
+psql_on standby -c "INSERT INTO t (v) SELECT 'promoted' FROM generate_series(1, 1000)"
+pass "a standby made from a backup (standby.signal) is promoted and issues IDs without acceptance"
+cluster_stop standby
+
+# --- a lease file of another database system
+cluster_init other "$(free_port)" "snowflake_id.node_id = 5"
+as_pg cp -p "$(cluster_dir orig)/snowflake_id.lease" "$(cluster_dir other)/snowflake_id.lease"
+cluster_start other
+psql_on other -c "CREATE EXTENSION snowflake_id"
+orig_sysid=$(as_pg "$PG_BIN/pg_controldata" "$(cluster_dir orig)" | sed -n 's/^Database system identifier: *//p')
+other_sysid=$(sql_value other "SELECT system_identifier FROM pg_control_system()")
+expect_copy_hold other "lease file of another system" "written by another database system \(system identifier $orig_sysid, this server's is $other_sysid\)"
+psql_on other -c "SELECT snowflake_accept_configuration()" >/dev/null
+grep -q "^system_identifier = $other_sysid\$" "$(cluster_dir other)/snowflake_id.lease" ||
+  fail "the accepted lease file does not carry this system's identifier"
+pass "accepted, the lease file is rewritten as this system's"
+cluster_stop other
+
+# --- a version 1 lease file (written before the system identifier) is read
+python3 - "$(cluster_dir other)/snowflake_id.lease" <<'PY'
+import sys
+path = sys.argv[1]
+lines = [l for l in open(path).read().splitlines(keepends=True)
+         if not l.startswith(("system_identifier", "checksum"))]
+body = "".join(lines).replace("version = 2", "version = 1")
+h = 0xcbf29ce484222325
+for b in body.encode():
+    h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+open(path, "w").write(body + "checksum = %016x\n" % h)
+PY
+lease_before=$(sed -n 's/^lease_until_unix_ms = //p' "$(cluster_dir other)/snowflake_id.lease")
+cluster_start other
+id=$(sql_value other "SELECT snowflake_next()")
+[ "$(sql_value other "SELECT (extract(epoch FROM snowflake_timestamp($id)) * 1000)::bigint > $lease_before")" = t ] ||
+  fail "after a version 1 lease file, the first ID is not after its lease"
+grep -q '^version = 2$' "$(cluster_dir other)/snowflake_id.lease" || fail "the lease file was not rewritten as version 2"
+pass "a version 1 lease file is read, the first ID comes after its lease, and the file is rewritten as version 2"
