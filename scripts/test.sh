@@ -31,10 +31,13 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # crash recovery with a clock set back, standbys and promotion, failover and
 # every kind of WAL replay with the lease records (their WAL calls differ
 # between versions), pg_dump and pg_restore, and the release archive
-# installed into a clean server. (failover_pg_auto_failover runs on 15: the
-# package exists for Debian's 15 only.)
+# installed into a clean server, copies of a data directory (the system
+# identifier and binary-upgrade mode), and the refusal of bad or mistyped
+# settings (PostgreSQL's list of settings is read differently from 16 on).
+# (failover_pg_auto_failover runs on 15: the package exists for Debian's 15
+# only.)
 VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_wal failover_recovery
-  dump_restore package_install)
+  dump_restore package_install copies startup_refusal)
 
 # pg_upgrade needs a new server at least as recent, in release date, as the
 # old one: Debian 12's 15.20 (November 2026) stores a column option

@@ -67,6 +67,7 @@ CREATE EXTENSION snowflake_id;
 CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), v text);
 INSERT INTO t (v) SELECT 'before' FROM generate_series(1, 1000);
 SQL
+orig_sysid=$(sql_value orig "SELECT system_identifier FROM pg_control_system()")
 
 # --- a base backup started as it is: a second primary
 clone clone orig
@@ -125,7 +126,6 @@ cluster_init other "$(free_port)" "snowflake_id.node_id = 5"
 as_pg cp -p "$(cluster_dir orig)/snowflake_id.lease" "$(cluster_dir other)/snowflake_id.lease"
 cluster_start other
 psql_on other -c "CREATE EXTENSION snowflake_id"
-orig_sysid=$(as_pg "$PG_BIN/pg_controldata" "$(cluster_dir orig)" | sed -n 's/^Database system identifier: *//p')
 other_sysid=$(sql_value other "SELECT system_identifier FROM pg_control_system()")
 expect_copy_hold other "lease file of another system" "written by another database system \(system identifier $orig_sysid, this server's is $other_sysid\)"
 psql_on other -c "SELECT snowflake_accept_configuration()" >/dev/null

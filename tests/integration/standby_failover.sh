@@ -38,8 +38,12 @@ cluster_start_faked late || fail "the standby with a clock 3 s behind did not st
 pass "two standbys made with pg_basebackup, with node id 4 like the primary"
 
 # More rows after the base backup, so the standbys hold IDs beyond the lease
-# file they copied.
-psql_on primary -c "INSERT INTO orders (n) SELECT g FROM generate_series(1001, 21000) g"
+# file they copied; and IDs of node 4 in a column without the default (from
+# a batch), beside a bigint column of plain numbers the check must ignore.
+psql_on primary -c "INSERT INTO orders (n) SELECT g FROM generate_series(1001, 21000) g" \
+  -c "CREATE TABLE imported (ext_id bigint, amount bigint)" \
+  -c "INSERT INTO imported SELECT x, 1000000 FROM snowflake_next_batch(1000) AS x"
+imported_max=$(sql_value primary "SELECT max(ext_id) FROM imported")
 wait_for_replay standby primary
 wait_for_replay late primary
 max_id=$(sql_value primary "SELECT max(id) FROM orders")
@@ -66,9 +70,12 @@ pass "on the standby decoding works and snowflake_node_info says node 4, in reco
 cluster_stop primary
 out=$(sql_error late "\\i $CHECK") || fail "the failover check passed on a standby whose clock is 3 s behind the last IDs"
 printf '%s\n' "$out" | sed 's/^/  /'
-grep -q "not past the IDs already issued: orders.id: largest ID $max_id" <<<"$out" ||
+grep -q "not past the IDs already issued: .*orders.id: largest ID $max_id" <<<"$out" ||
   fail "the failover check does not name orders.id and its largest ID"
-pass "failover check: refuses on the standby whose clock is behind, naming the table"
+grep -q "imported.ext_id: largest ID $imported_max" <<<"$out" ||
+  fail "the failover check does not name imported.ext_id (IDs from a batch, no default) and its largest ID"
+grep -q "imported.amount" <<<"$out" && fail "the failover check names a column of plain numbers"
+pass "failover check: refuses on the standby whose clock is behind, naming orders.id and imported.ext_id (IDs without the default), not imported.amount"
 out=$(psql_on standby -f "$CHECK" 2>&1) || { printf '%s\n' "$out"; fail "the failover check failed on the standby in sync"; }
 printf '%s\n' "$out" | sed 's/^/  /'
 pass "failover check: passes on the standby whose clock is in sync"
