@@ -10,12 +10,14 @@
 //! subscriber by `pg_createsubscriber`. So at start the server looks at what
 //! the tools leave behind, before anything is issued:
 //!
-//! - `backup_label` without `standby.signal`: the data directory is a
-//!   restored backup about to become a primary (with `recovery.signal`, a
-//!   point-in-time restore; without, a base backup started as is, or a
-//!   `pg_rewind` target without its signal file). It may replace an
-//!   original that is gone, or run beside it: only the operator knows, so
-//!   generation is held until `snowflake_accept_configuration()`.
+//! - `recovery.signal` or `backup_label` without `standby.signal`: the data
+//!   directory is a restored backup or snapshot about to become a primary
+//!   (a point-in-time restore; a base backup started as is; a `pg_rewind`
+//!   target without its signal file). It may replace an original that is
+//!   gone, or run beside it: only the operator knows, so generation is held
+//!   until `snowflake_accept_configuration()`, which starts new IDs
+//!   `max_clock_drift` ahead of the clock (the original may have issued IDs
+//!   after the copy was taken, never further ahead than that).
 //!   PostgreSQL renames `backup_label` once recovery starts, so the hold is
 //!   kept in a file of its own ([`HOLD_FILE_NAME`]) until it is accepted.
 //! - A lease written by another database system (the system identifier in
@@ -23,16 +25,16 @@
 //!   converted standby a new identifier; a lease file copied from another
 //!   server has one too. Held likewise.
 //! - `pg_upgrade` builds a new data directory with a new identifier and
-//!   does not carry the lease file. While it runs (binary-upgrade mode)
-//!   the server notes, in [`UPGRADED_FILE_NAME`], that the lease is still
-//!   to come; at the first normal start, a lease copied from the old
-//!   directory is adopted, and a missing one holds generation: without it,
-//!   neither the IDs the old cluster issued nor the configuration it issued
-//!   them under are known.
+//!   does not carry the lease file. While it runs (binary-upgrade mode, in
+//!   the new cluster only) the server notes, in [`UPGRADED_FILE_NAME`],
+//!   that the lease is still to come; the first normal start decides once:
+//!   a lease copied from the old directory is adopted, a missing one holds
+//!   generation (without it, neither the IDs the old cluster issued nor the
+//!   configuration it issued them under are known).
 //!
-//! A standby (with `standby.signal`) is never held, and neither is the
-//! primary it becomes by promotion: the lease records in the WAL keep it
-//! after every ID the old primary issued. A cold copy of a stopped data
+//! A standby (with `standby.signal`) is never held, whatever traces its
+//! primary's directory carried: the lease records in the WAL keep it, once
+//! promoted, after every ID its primary issued. A cold copy of a stopped data
 //! directory (`cp -a`, a disk snapshot) leaves no trace and cannot be told
 //! apart: it needs its own node id before it starts (README, "Operations").
 //!
@@ -95,20 +97,22 @@ pub struct StartFacts {
     pub hold: Option<String>,
     /// [`UPGRADED_FILE_NAME`] exists.
     pub upgraded: bool,
-    /// The server runs in binary-upgrade mode (under `pg_upgrade`).
+    /// The server runs as the new cluster of `pg_upgrade` (binary-upgrade
+    /// mode; pg_upgrade starts the old cluster so too, which is not this).
     pub binary_upgrade: bool,
 }
 
 /// What to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// This server wrote the lease (or has none and was never upgraded).
+    /// This server wrote the lease (or has none and was never upgraded),
+    /// or it is a standby.
     Own,
     /// `pg_upgrade` is running: write [`UPGRADED_FILE_NAME`], issue
     /// nothing (nobody asks during an upgrade).
     MarkUpgraded,
-    /// The lease was copied from the old cluster after `pg_upgrade`, as
-    /// documented: rewrite it as this system's and remove
+    /// The first start after `pg_upgrade`, with the lease copied from the
+    /// old cluster as documented: rewrite it as this system's and remove
     /// [`UPGRADED_FILE_NAME`].
     AdoptUpgraded,
     /// A copy of another server: hold generation until accepted, and keep
@@ -129,27 +133,45 @@ pub fn verdict(f: &StartFacts) -> Verdict {
             Verdict::Own
         };
     }
+    // A standby replays its primary's WAL: the lease records in it keep it,
+    // promoted, above every ID the primary issued. Traces copied along with
+    // the primary's data directory (a hold, an upgrade note) are its
+    // primary's business, not its own: the caller removes them.
+    if f.standby_signal {
+        return Verdict::Own;
+    }
     if let Some(reason) = &f.hold {
         return Verdict::Copy {
             reason: reason.clone(),
             persist: false,
         };
     }
-    if f.backup_label && !f.standby_signal {
-        let reason = if f.recovery_signal {
-            "this server was restored from a backup (backup_label and recovery.signal) and becomes a primary at the end of recovery: if the server it was copied from still runs, both issue the same IDs"
-        } else {
-            "this server was started from a backup (backup_label) without standby.signal, so it becomes a second primary: if the server it was copied from still runs, both issue the same IDs"
-        };
+    if f.recovery_signal {
+        // Archive recovery that ends in promotion: a restored backup (with
+        // backup_label) or a restored snapshot (without). An original
+        // primary never starts with recovery.signal.
         return Verdict::Copy {
-            reason: reason.into(),
+            reason: "this server was restored from a backup or a snapshot (recovery.signal without standby.signal) and becomes a primary at the end of recovery: if the server it was copied from still runs, both issue the same IDs".into(),
             persist: true,
         };
     }
+    if f.backup_label {
+        return Verdict::Copy {
+            reason: "this server was started from a backup (backup_label) without standby.signal, so it becomes a second primary: if the server it was copied from still runs, both issue the same IDs".into(),
+            persist: true,
+        };
+    }
+    if f.upgraded {
+        // The first start after pg_upgrade decides once: a lease copied
+        // from the old cluster (of its system, or of a version 1 file) is
+        // adopted as this system's; none holds until copied or accepted.
+        return if f.lease.is_some() {
+            Verdict::AdoptUpgraded
+        } else {
+            Verdict::LeaseMissingAfterUpgrade
+        };
+    }
     if foreign_lease {
-        if f.upgraded {
-            return Verdict::AdoptUpgraded;
-        }
         let written_by = f.lease.flatten().unwrap_or_default();
         return Verdict::Copy {
             reason: format!(
@@ -158,9 +180,6 @@ pub fn verdict(f: &StartFacts) -> Verdict {
             ),
             persist: true,
         };
-    }
-    if f.lease.is_none() && f.upgraded {
-        return Verdict::LeaseMissingAfterUpgrade;
     }
     Verdict::Own
 }
@@ -242,16 +261,39 @@ mod tests {
             matches!(&v, Verdict::Copy { reason, persist: true } if reason.contains("without standby.signal")),
             "{v:?}"
         );
-        let pitr = StartFacts {
+        for backup_label in [true, false] {
+            // A restored backup, or a restored snapshot without a label.
+            let pitr = StartFacts {
+                backup_label,
+                recovery_signal: true,
+                ..own()
+            };
+            let v = verdict(&pitr);
+            assert!(
+                matches!(&v, Verdict::Copy { reason, persist: true } if reason.contains("recovery.signal")),
+                "{v:?}"
+            );
+        }
+    }
+
+    /// A standby is never held: what its primary's directory carried (a
+    /// hold, an upgrade note, a lease of another system) is the primary's.
+    #[test]
+    fn a_standby_ignores_its_primarys_traces() {
+        let standby = StartFacts {
+            standby_signal: true,
             backup_label: true,
-            recovery_signal: true,
+            hold: Some("the primary's".into()),
+            upgraded: true,
+            lease: Some(Some(OTHER)),
             ..own()
         };
-        let v = verdict(&pitr);
-        assert!(
-            matches!(&v, Verdict::Copy { reason, persist: true } if reason.contains("recovery.signal")),
-            "{v:?}"
-        );
+        assert_eq!(verdict(&standby), Verdict::Own);
+        let no_lease = StartFacts {
+            lease: None,
+            ..standby
+        };
+        assert_eq!(verdict(&no_lease), Verdict::Own);
     }
 
     #[test]
@@ -313,11 +355,15 @@ mod tests {
             ..own()
         };
         assert_eq!(verdict(&forgotten), Verdict::LeaseMissingAfterUpgrade);
-        // Copied, and already adopted (identifier rewritten): own.
-        let adopted = StartFacts {
-            upgraded: true,
-            ..own()
-        };
-        assert_eq!(verdict(&adopted), Verdict::Own);
+        // Copied (of either system, or a version 1 file): adopted, once
+        // (the caller removes the note).
+        for lease in [Some(Some(ME)), Some(Some(OTHER)), Some(None)] {
+            let copied = StartFacts {
+                lease,
+                upgraded: true,
+                ..own()
+            };
+            assert_eq!(verdict(&copied), Verdict::AdoptUpgraded);
+        }
     }
 }

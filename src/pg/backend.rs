@@ -112,6 +112,11 @@ pub fn issue(config: &Config, shared: &Shared, policy: DriftPolicy, count: u64) 
 /// the caller refuses it.
 pub fn first_id_above(value: Option<i64>, apply: bool) -> i64 {
     let (config, shared) = ready();
+    // Raising writes a lease: only on a server that may issue IDs now (a
+    // blocked one must keep the lease it is blocked on).
+    if apply {
+        issuing_node(config, shared);
+    }
     let layout = &config.layout;
     let now_ms = clock::now_ms(config);
     let mut last = shared.generator.pair.load(Ordering::Acquire);

@@ -93,10 +93,30 @@ fn name_of(var: *mut pg_sys::config_generic) -> String {
         .into_owned()
 }
 
+/// Byte-wise: a name may hold any high-bit byte, and PostgreSQL compares
+/// names ASCII-case-insensitively.
 fn is_ours(name: &str) -> bool {
-    name.len() > PREFIX.len()
-        && name[..PREFIX.len()].eq_ignore_ascii_case(PREFIX)
-        && name.as_bytes()[PREFIX.len()] == b'.'
+    let bytes = name.as_bytes();
+    bytes
+        .get(..PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX.as_bytes()))
+        && bytes.get(PREFIX.len()) == Some(&b'.')
+        && bytes.len() > PREFIX.len() + 1
+}
+
+/// Whether the server runs as the new cluster of `pg_upgrade`: binary-upgrade
+/// mode, started with `fsync` turned off on the command line (pg_upgrade
+/// starts the old cluster in binary-upgrade mode too, but only the new one
+/// with `-c fsync=off`, see its `start_postmaster`).
+pub fn is_upgrade_target() -> bool {
+    if !unsafe { pg_sys::IsBinaryUpgrade } || unsafe { pg_sys::enableFsync } {
+        return false;
+    }
+    variables().into_iter().any(|var| {
+        !var.is_null()
+            && name_of(var) == "fsync"
+            && unsafe { (*var).source } == pg_sys::GucSource::PGC_S_ARGV
+    })
 }
 
 fn given_values() -> Vec<Given> {

@@ -209,10 +209,34 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
             set_message(&mut shared.guarded.get_mut().message, &text);
             shared.blocked.store(kind as u32, Ordering::SeqCst);
             warning!("snowflake_id: {text}; snowflake_next() is refused until the file is repaired (never delete it while the clock may be before the last issued ID)");
+            // A copy is still remembered as one, for the start after the
+            // repair (PostgreSQL renames backup_label meanwhile).
+            let facts = StartFacts {
+                upgraded: false,
+                ..start_facts(&dir, None)
+            };
+            if let Verdict::Copy {
+                reason,
+                persist: true,
+            } = instance::verdict(&facts)
+            {
+                if let Err(e) = write_marker(&dir, HOLD_FILE_NAME, &reason) {
+                    warning!("snowflake_id: could not write \"{HOLD_FILE_NAME}\": {e}");
+                }
+            }
             return;
         }
     };
-    let verdict = instance::verdict(&start_facts(&dir, stored.map(|s| s.system_identifier)));
+    let facts = start_facts(&dir, stored.map(|s| s.system_identifier));
+    let verdict = instance::verdict(&facts);
+    if facts.standby_signal && (facts.hold.is_some() || facts.upgraded) {
+        // Its primary's traces (see instance::verdict): not this server's.
+        for marker in [HOLD_FILE_NAME, UPGRADED_FILE_NAME] {
+            if let Err(e) = remove_marker(&dir, marker) {
+                warning!("snowflake_id: could not remove \"{marker}\" on a standby: {e}");
+            }
+        }
+    }
     let Some(stored) = stored else {
         // No lease: a new server (nothing was issued), unless pg_upgrade
         // left its note (held until the lease is copied or accepted).
@@ -253,7 +277,9 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
     match verdict {
         Verdict::MarkUpgraded => mark_upgraded(&dir),
         Verdict::AdoptUpgraded => {
-            // The documented upgrade step: the old cluster's lease, copied.
+            // The documented upgrade step: the old cluster's lease, copied
+            // (and rewritten as this system's even when it already was, or
+            // was a version 1 file: the note must go either way).
             let adopted = write_lease(&dir, &record, system_identifier())
                 .map_err(|e| e.to_string())
                 .and_then(|()| remove_marker(&dir, UPGRADED_FILE_NAME).map_err(|e| e.to_string()));
@@ -282,7 +308,7 @@ fn start_facts(dir: &std::path::Path, lease: Option<Option<u64>>) -> StartFacts 
             ))
         }),
         upgraded: dir.join(UPGRADED_FILE_NAME).exists(),
-        binary_upgrade: unsafe { pg_sys::IsBinaryUpgrade },
+        binary_upgrade: settings::is_upgrade_target(),
     }
 }
 
@@ -322,8 +348,10 @@ fn mark_upgraded(dir: &std::path::Path) {
 /// recognised by.
 fn hold_copy(shared: &mut Shared, dir: &std::path::Path, reason: &str, persist: bool) {
     if persist {
+        // Without the file a crash restart would forget the hold (the
+        // traces are gone by then): the server does not start without it.
         if let Err(e) = write_marker(dir, HOLD_FILE_NAME, reason) {
-            warning!("snowflake_id: could not write \"{HOLD_FILE_NAME}\": {e}; the hold lasts until the next restart only");
+            error!("snowflake_id: could not write \"{HOLD_FILE_NAME}\" in the data directory: {e} (this server may be a copy of another: {reason})");
         }
     }
     hold(shared, Blocked::Copied, reason);
@@ -731,16 +759,19 @@ impl Shared {
             }
             (_, None) => {}
         }
-        if blocked == Blocked::LeaseMissingAfterUpgrade {
-            // Like a start without a lease: no ID the old cluster issued is
-            // later than the clock plus the drift limit.
+        if matches!(blocked, Blocked::LeaseMissingAfterUpgrade | Blocked::Copied) {
+            // The old cluster's IDs, or those the original issued after the
+            // copy was taken, are unknown here; none is later than the clock
+            // plus the drift limit.
             let ms = (now_ms.max(0) as u64 + max_drift_ms + 1).min(layout.max_time_ms());
             floor_ms = Some(floor_ms.map_or(ms, |f| f.max(ms)));
+        }
+        if blocked == Blocked::LeaseMissingAfterUpgrade {
             accepted.push("the upgraded cluster's lease file is missing; new IDs start snowflake_id.max_clock_drift ahead of the clock".into());
         }
         if blocked == Blocked::Copied {
             accepted.push(format!(
-                "this server is a copy ({}); it issues IDs as the only server with its node id",
+                "this server is a copy ({}); it issues IDs as the only server with its node id, starting snowflake_id.max_clock_drift ahead of the clock",
                 message_text(&unsafe { self.guarded() }.message)
             ));
         }

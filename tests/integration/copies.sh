@@ -12,8 +12,11 @@
 #   - a lease file copied from another database system (as
 #     pg_createsubscriber's new system identifier, or a file copied by hand)
 #     holds, naming both system identifiers;
+#   - a copy of the stopped data directory restored with recovery.signal (a
+#     snapshot restore, no backup_label) holds;
 #   - a standby made from the same kind of backup (standby.signal) is not a
-#     copy: promoted, it issues IDs at once;
+#     copy: promoted, it issues IDs at once; nor is a standby of a held
+#     primary (the hold file it copied is removed);
 #   - a lease file of the previous format (version 1, without the system
 #     identifier) is read as before.
 # On the code before the check the clones issue IDs at once, equal to the
@@ -121,6 +124,20 @@ psql_on standby -c "INSERT INTO t (v) SELECT 'promoted' FROM generate_series(1, 
 pass "a standby made from a backup (standby.signal) is promoted and issues IDs without acceptance"
 cluster_stop standby
 
+# --- a copy of the stopped data directory restored with recovery.signal (a
+# snapshot restore: no backup_label)
+as_pg cp -a "$(cluster_dir orig)" "$(cluster_dir snap)"
+as_pg rm -f "$(cluster_dir snap)/postmaster.pid"
+mkdir -p "$(cluster_dir snap).sock"; chown postgres:postgres "$(cluster_dir snap).sock"
+free_port > "$SF_WORK/snap.port"; cluster_bin orig > "$SF_WORK/snap.bin"; SF_CLUSTERS+=(snap)
+cluster_conf snap "port = $(cluster_port snap)" "unix_socket_directories = '$(cluster_dir snap).sock'" \
+  "restore_command = 'false'"
+as_pg touch "$(cluster_dir snap)/recovery.signal"
+cluster_start snap
+for _ in $(seq 1 100); do [ "$(sql_value snap "SELECT pg_is_in_recovery()")" = f ] && break; sleep 0.1; done
+expect_copy_hold snap "snapshot restored with recovery.signal (no backup_label)" 'backup or a snapshot \(recovery.signal without standby.signal\)'
+cluster_stop snap
+
 # --- a lease file of another database system
 cluster_init other "$(free_port)" "snowflake_id.node_id = 5"
 as_pg cp -p "$(cluster_dir orig)/snowflake_id.lease" "$(cluster_dir other)/snowflake_id.lease"
@@ -133,6 +150,23 @@ grep -q "^system_identifier = $other_sysid\$" "$(cluster_dir other)/snowflake_id
   fail "the accepted lease file does not carry this system's identifier"
 pass "accepted, the lease file is rewritten as this system's"
 cluster_stop other
+
+# --- a standby of a held primary is not held: the hold file it copied is
+# its primary's, and promoted it issues at once
+cluster_init held "$(free_port)" "snowflake_id.node_id = 8"
+echo "set by the test: a held primary" | as_pg tee "$(cluster_dir held)/snowflake_id.hold" >/dev/null
+cluster_start held
+psql_on held -c "CREATE EXTENSION snowflake_id" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next())"
+expect_copy_hold held "a primary with a hold file" 'set by the test'
+clone held_standby held standby
+cluster_start held_standby
+wait_for_replay held_standby held
+[ -f "$(cluster_dir held_standby)/snowflake_id.hold" ] && fail "the standby kept its primary's hold file"
+cluster_stop held
+as_pg "$PG_BIN/pg_ctl" -D "$(cluster_dir held_standby)" -w promote >/dev/null
+psql_on held_standby -c "INSERT INTO t SELECT FROM generate_series(1, 100)"
+pass "a standby of a held primary drops the copied hold file, and promoted it issues IDs without acceptance"
+cluster_stop held_standby
 
 # --- a version 1 lease file (written before the system identifier) is read
 python3 - "$(cluster_dir other)/snowflake_id.lease" <<'PY'

@@ -39,10 +39,12 @@ pass "two standbys made with pg_basebackup, with node id 4 like the primary"
 
 # More rows after the base backup, so the standbys hold IDs beyond the lease
 # file they copied; and IDs of node 4 in a column without the default (from
-# a batch), beside a bigint column of plain numbers the check must ignore.
+# a batch), beside a bigint column of plain numbers the check must ignore
+# (one of them looks like an ID of node 4 ten years ahead: a hash, say).
 psql_on primary -c "INSERT INTO orders (n) SELECT g FROM generate_series(1001, 21000) g" \
   -c "CREATE TABLE imported (ext_id bigint, amount bigint)" \
-  -c "INSERT INTO imported SELECT x, 1000000 FROM snowflake_next_batch(1000) AS x"
+  -c "INSERT INTO imported SELECT x, 1000000 FROM snowflake_next_batch(1000) AS x" \
+  -c "INSERT INTO imported VALUES (NULL, snowflake_from_timestamp(now() + interval '10 years') | (4 << 12))"
 imported_max=$(sql_value primary "SELECT max(ext_id) FROM imported")
 wait_for_replay standby primary
 wait_for_replay late primary

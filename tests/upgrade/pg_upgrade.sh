@@ -74,7 +74,8 @@ pass "pg_upgrade from PostgreSQL $old_major to $new_major"
 # of the data directory).
 [ -f "$(cluster_dir new)/snowflake_id.lease" ] && fail "pg_upgrade carried the lease file (the docs say it does not)"
 [ -f "$(cluster_dir new)/snowflake_id.upgraded" ] || fail "no snowflake_id.upgraded note in the upgraded cluster"
-pass "pg_upgrade left the lease behind, and the extension noted it (snowflake_id.upgraded)"
+[ -f "$(cluster_dir old)/snowflake_id.upgraded" ] && fail "the note was written into the old cluster too"
+pass "pg_upgrade left the lease behind, and the extension noted it (snowflake_id.upgraded) in the new cluster only"
 
 # --- started without the lease: held
 cluster_start new || fail "the upgraded cluster did not start"
