@@ -105,7 +105,7 @@ clone pitr orig recovery
 cluster_start pitr
 for _ in $(seq 1 100); do [ "$(sql_value pitr "SELECT pg_is_in_recovery()")" = f ] && break; sleep 0.1; done
 [ "$(sql_value pitr "SELECT pg_is_in_recovery()")" = f ] || fail "the restore did not finish recovery"
-expect_copy_hold pitr "restore with recovery.signal" 'restored from a backup \(backup_label and recovery.signal\)'
+expect_copy_hold pitr "restore with recovery.signal" 'restored from a backup or a snapshot \(recovery.signal without standby.signal\)'
 orig_max=$(sql_value orig "SELECT max(id) FROM t WHERE snowflake_node(id) = 5")
 accepted=$(sql_value pitr "SELECT snowflake_accept_configuration()")
 printf '%s\n' "$accepted" | grep -q 'this server is a copy' || fail "acceptance of the restore: $accepted"

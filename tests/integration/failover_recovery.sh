@@ -89,7 +89,7 @@ done
 [ "$(sql_value pitr "SELECT max(id) FROM t")" = "$old_max" ] || fail "the restore did not stop at the target (after the burst, before the last row)"
 # A restored backup may run beside its original: held until the operator
 # says the original is gone (tests/integration/copies.sh has the details).
-out=$(sql_error pitr "SELECT snowflake_next()") && fail "the point-in-time restore issued an ID before acceptance"
+out=$(sql_error pitr "SELECT snowflake_next()") || fail "the point-in-time restore issued an ID before acceptance"
 [ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "the restore's hold is not 55000"; }
 psql_on pitr -c "SELECT snowflake_accept_configuration()" >/dev/null
 pass "the point-in-time restore is held as a possible copy (55000) until accepted"
