@@ -265,11 +265,14 @@ impl Error {
                 e.to_string(),
                 "Use smaller batches, or raise snowflake_id.max_clock_drift.",
             ),
-            E::Generate(GenerateError::Lease(message)) => report(
-                Code::ERRCODE_IO_ERROR,
-                message,
-                "The lease file in the data directory must be writable: check free space and permissions.",
-            ),
+            E::Generate(GenerateError::Lease(message)) => {
+                let hint = if message.contains("lease worker") {
+                    "With snowflake_id.lease_sync = on only the lease worker (\"snowflake_id lease\") extends the lease: give it a slot (max_worker_processes, counting the other background workers), see why it stopped in the server log, or turn lease_sync off (ALTER SYSTEM SET snowflake_id.lease_sync = off; SELECT pg_reload_conf();)."
+                } else {
+                    "The lease file in the data directory must be writable: check free space and permissions."
+                };
+                report(Code::ERRCODE_IO_ERROR, message, hint)
+            }
             E::BatchSizeNotPositive { n, max } => report(
                 Code::ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("the batch size must be positive, not {n}"),

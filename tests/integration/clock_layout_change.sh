@@ -114,6 +114,11 @@ change_and_accept() {
   psql_on layout -At -c "SELECT snowflake_accept_configuration()" > "$SF_WORK/accept.out" 2>&1 ||
     { cat "$SF_WORK/accept.out"; fail "$label: snowflake_accept_configuration() failed"; }
   echo "  snowflake_accept_configuration() returned: $(tr '\n' ' ' < "$SF_WORK/accept.out")"
+  # A change of widths is a change of the whole fleet: the acceptance says so.
+  if grep -q "node_bits changed\|sequence_bits changed" "$SF_WORK/accept.out"; then
+    grep -q "the layout changed: every server issuing IDs for the same tables must run this layout before any of them issues again" "$SF_WORK/accept.out" ||
+      fail "$label: accepting a layout change does not say that every node must change before any issues again"
+  fi
   check_above "$label" "$max_before"
 
   # The acceptance is durable: a restart under the same configuration does

@@ -9,9 +9,10 @@
 #   - a restored backup with recovery.signal (a point-in-time restore, to
 #     the end of its WAL) holds likewise; accepted, it issues IDs above the
 #     original's;
-#   - a lease file copied from another database system (as
-#     pg_createsubscriber's new system identifier, or a file copied by hand)
-#     holds, naming both system identifiers;
+#   - a lease file copied from another database system (a file copied by
+#     hand) holds, naming both system identifiers; so does, on 17 and later,
+#     a standby converted by a real pg_createsubscriber (new identifier),
+#     until it has its own node id and the acceptance;
 #   - a copy of the stopped data directory restored with recovery.signal (a
 #     snapshot restore, no backup_label) holds;
 #   - a standby made from the same kind of backup (standby.signal) is not a
@@ -150,6 +151,45 @@ grep -q "^system_identifier = $other_sysid\$" "$(cluster_dir other)/snowflake_id
   fail "the accepted lease file does not carry this system's identifier"
 pass "accepted, the lease file is rewritten as this system's"
 cluster_stop other
+
+# --- a real pg_createsubscriber (17 and later): the standby it converts into
+# a logical subscriber keeps the node id and the lease, under a new system
+# identifier
+if [ -x "$PG_BIN/pg_createsubscriber" ]; then
+  cluster_init pub "$(free_port)" "snowflake_id.node_id = 11" "wal_level = logical" \
+    "max_replication_slots = 10" "max_wal_senders = 10"
+  cluster_start pub
+  psql_on pub -c "CREATE EXTENSION snowflake_id" \
+    -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), v text)" \
+    -c "INSERT INTO t (v) SELECT 'pub' FROM generate_series(1, 1000)"
+  clone sub pub standby
+  cluster_conf sub "max_replication_slots = 10" "max_logical_replication_workers = 4" "max_worker_processes = 16"
+  cluster_start sub
+  wait_for_replay sub pub
+  cluster_stop sub
+  sub_log="$SF_WORK/pg_createsubscriber.log"
+  (cd "$SF_WORK" && as_pg "$PG_BIN/pg_createsubscriber" -D "$(cluster_dir sub)" \
+    -P "host=127.0.0.1 port=$(cluster_port pub) user=postgres dbname=postgres" -d postgres \
+    -U postgres -s "$SF_WORK" -p "$(free_port)" >"$sub_log" 2>&1) ||
+    { tail -20 "$sub_log"; fail "pg_createsubscriber failed"; }
+  pass "pg_createsubscriber converted a standby of node 11 into a logical subscriber"
+  cluster_start sub
+  [ "$(sql_value sub "SELECT system_identifier FROM pg_control_system()")" != "$(sql_value pub "SELECT system_identifier FROM pg_control_system()")" ] ||
+    fail "pg_createsubscriber did not give the subscriber a new system identifier"
+  expect_copy_hold sub "standby converted by pg_createsubscriber" 'written by another database system.*pg_createsubscriber'
+  # The recipe: its own node id, then the acceptance.
+  cluster_stop sub
+  cluster_conf sub "snowflake_id.node_id = 12"
+  cluster_start sub
+  psql_on sub -c "SELECT snowflake_accept_configuration()" >/dev/null
+  psql_on sub -c "CREATE TABLE local_t (id bigint PRIMARY KEY DEFAULT snowflake_next())" \
+    -c "INSERT INTO local_t SELECT FROM generate_series(1, 100)"
+  [ "$(sql_value sub "SELECT count(*) FROM local_t WHERE snowflake_node(id) = 12")" = 100 ] ||
+    fail "the converted subscriber does not issue under its new node id"
+  pass "with its own node id (12) and the acceptance, the subscriber issues IDs"
+  cluster_stop sub
+  cluster_stop pub
+fi
 
 # --- a standby of a held primary is not held: the hold file it copied is
 # its primary's, and promoted it issues at once
