@@ -30,9 +30,19 @@
 #   copy_postgres_tree PG_CONFIG DEST
 #                           a relocatable copy of a server under DEST
 #   apt_ensure PKG...       installs the Debian packages that are missing
+#   install_citus NN        builds Citus (CITUS_VERSION) into server NN
+#   citus_installed PG_CONFIG
+#                           true when that server has Citus CITUS_VERSION
 
 SF_PG_CACHE=${SF_PG_CACHE:-/var/cache/snowflake_id}
 SF_PG_VERSIONS=(15 16 17 18)
+# Citus, for the scale-out test (tests/integration/citus.sh): the release
+# source tarballs come with the workplace in ../shared/citus (no network is
+# needed); 14.0.1 supports PostgreSQL 16, 17 and 18. The test runs on 17
+# (built here from source with all its development files); setup.sh builds
+# Citus into it.
+CITUS_VERSION=14.0.1
+CITUS_PG=17
 
 _pg_as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -212,4 +222,47 @@ copy_postgres_tree() {
     mkdir -p "$dest$root"
     (cd "$root" && tar --exclude='snowflake_id*' -cf - .) | tar -C "$dest$root" -xf - || return 1
   fi
+}
+
+# The folder that holds citus-<version>.tar.xz: SF_CITUS_SRC, else
+# ../shared/citus beside the checkout, else /work/shared/citus.
+_citus_src() {
+  local here dir
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  for dir in ${SF_CITUS_SRC:-} "$here/../shared/citus" /work/shared/citus; do
+    [ -f "$dir/citus-$CITUS_VERSION.tar.xz" ] && { echo "$dir"; return 0; }
+  done
+  return 1
+}
+
+citus_installed() {
+  local config=$1
+  [ -f "$("$config" --pkglibdir)/citus.so" ] && [ -f "$("$config" --sharedir)/extension/.citus-$CITUS_VERSION" ]
+}
+
+# install_citus NN: configure, make and make install of Citus CITUS_VERSION
+# into server NN's lib and share directories (about a minute on 2 cores),
+# unless it is there; a marker file in the extension directory, written
+# last, says which version. Needs libcurl, lz4, zstd (configure) and
+# Kerberos (gssapi.h) headers.
+install_citus() {
+  local major=$1 config src
+  config=$(pg_config_for "$major")
+  [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
+  citus_installed "$config" && return 0
+  src=$(_citus_src) || { _pg_log "citus-$CITUS_VERSION.tar.xz not found (set SF_CITUS_SRC to its folder)"; return 1; }
+  apt_ensure libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev make gcc || return 1
+  _pg_log "building Citus $CITUS_VERSION for PostgreSQL $major (about a minute)"
+  local build="$SF_PG_CACHE/src/citus-$CITUS_VERSION-pg$major"
+  _pg_as_root rm -rf "$build"
+  _pg_as_root mkdir -p "$build"
+  _pg_as_root tar -xf "$src/citus-$CITUS_VERSION.tar.xz" -C "$build" --strip-components=1 || return 1
+  (
+    cd "$build" || exit 1
+    _pg_as_root ./configure --quiet PG_CONFIG="$config" >&2 || exit 1
+    _pg_as_root make -s -j"$(nproc)" >&2 || exit 1
+    _pg_as_root make -s install >&2 || exit 1
+  ) || { _pg_log "building Citus $CITUS_VERSION failed"; return 1; }
+  _pg_as_root rm -rf "$build"
+  _pg_as_root touch "$("$config" --sharedir)/extension/.citus-$CITUS_VERSION"
 }

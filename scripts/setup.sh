@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing snowflake_id needs, and nothing that is
-# already there: Debian packages, the PostgreSQL servers asked for,
-# cargo-pgrx 0.18.1, and `cargo pgrx init` against every installed server's
+# already there: Debian packages, the PostgreSQL servers asked for (and
+# Citus in PostgreSQL 17, for the Citus test), cargo-pgrx 0.18.1, and `cargo pgrx init` against every installed server's
 # pg_config (pgrx never downloads PostgreSQL). Safe to run again; the demo
 # and test commands call it first.
 #
@@ -62,6 +62,8 @@ for v in "${versions[@]}"; do
   [ -n "${seen[$v]:-}" ] && continue
   seen[$v]=1
   install_postgres "$v" >/dev/null
+  # Citus, for the scale-out test (tests/integration/citus.sh).
+  [ "$v" != "$CITUS_PG" ] || install_citus "$v"
 done
 
 # `cargo pgrx init` with every installed server, so that asking for one

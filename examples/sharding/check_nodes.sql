@@ -5,7 +5,7 @@
 --   SELECT * FROM snowflake_node_check;
 CREATE VIEW snowflake_node_check AS
 WITH s AS (SELECT * FROM shard_node_info),
-layouts AS (SELECT count(DISTINCT (epoch, time_bits, node_bits, sequence_bits)) AS n FROM s)
+layouts AS (SELECT count(DISTINCT (epoch, time_bits, node_bits, sequence_bits)) AS n FROM s WHERE epoch IS NOT NULL)
 -- Two servers with the same node id issue colliding IDs, unless they are a
 -- primary and its standbys (one system identifier, one server not in recovery).
 SELECT 'duplicate_node_id' AS problem, node_id, array_agg(shard ORDER BY shard) AS shards,
@@ -18,12 +18,17 @@ UNION ALL
 SELECT 'layout_mismatch', NULL, array_agg(shard ORDER BY shard),
        format('epoch %s, %s time / %s node / %s sequence bits on these shards; the shards use %s different layouts',
               epoch, time_bits, node_bits, sequence_bits, (SELECT n FROM layouts))
-FROM s WHERE (SELECT n FROM layouts) > 1 GROUP BY epoch, time_bits, node_bits, sequence_bits
+FROM s WHERE epoch IS NOT NULL AND (SELECT n FROM layouts) > 1 GROUP BY epoch, time_bits, node_bits, sequence_bits
 UNION ALL
 SELECT 'node_id_unset', NULL, array_agg(shard ORDER BY shard),
        'snowflake_next() fails on these shards until snowflake_id.node_id is set'
-FROM s WHERE node_id IS NULL HAVING count(*) > 0
+FROM s WHERE node_id IS NULL AND epoch IS NOT NULL HAVING count(*) > 0
+UNION ALL
+-- (A shard that did not answer has no layout: Citus's node_info.sql keeps it.)
+SELECT 'no_answer', NULL, array_agg(shard ORDER BY shard),
+       'these shards did not answer: the check cannot vouch for them; bring them back and check again'
+FROM s WHERE epoch IS NULL HAVING count(*) > 0
 UNION ALL
 SELECT 'in_recovery', NULL, array_agg(shard ORDER BY shard),
-       'these shards are standbys: snowflake_next() refuses on them; point the router at their primaries'
+       'these shards are standbys: snowflake_next() refuses on them; point the router at their primaries (Citus: citus_update_node)'
 FROM s WHERE in_recovery HAVING count(*) > 0;

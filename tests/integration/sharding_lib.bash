@@ -7,7 +7,9 @@
 
 SF_EXAMPLES=${SF_EXAMPLES:-examples/sharding}
 SHARD_CLIENTS=8
-SHARD_ROWS=${SF_SHARD_ROWS:-100000}
+SHARD_ROWS=${SF_SHARD_ROWS:-40000}
+# The cluster that runs the node-id check: the router (Citus: the coordinator).
+SHARD_CHECK_ON=router
 
 # Settings for clusters that take a pgbench load; durable commits (fsync on)
 # like production.
@@ -112,13 +114,14 @@ shard_restart_with() {
     fail "shard$i: snowflake_node_info() does not show the node id in force"
 }
 
-# node_check_is EXPECTED: the rows of snowflake_node_check on the router, as
+# node_check_is EXPECTED: the rows of snowflake_node_check on the router (or
+# SHARD_CHECK_ON), as
 # lines problem|node_id|shards, must be EXPECTED (lines in any order, or
 # empty). Shard names inside an array must be in sorted order.
 node_check_is() {
   local got
   local want
-  got=$(sql_value router "SELECT problem, node_id, shards FROM snowflake_node_check" | LC_ALL=C sort)
+  got=$(sql_value "$SHARD_CHECK_ON" "SELECT problem, node_id, shards FROM snowflake_node_check" | LC_ALL=C sort)
   want=$(printf '%s' "$1" | LC_ALL=C sort)
   if [ "$got" != "$want" ]; then
     printf 'expected:\n%s\ngot:\n%s\n' "$want" "$got"
@@ -127,6 +130,7 @@ node_check_is() {
 }
 
 # collision_check_scenario NAME1 NAME2 NAME3: check_nodes.sql on the router
+# (SHARD_CHECK_ON)
 # (after the engine's router recipe defined shard_node_info), with the names
 # under which it must report shard1..shard3:
 #   distinct node ids                    -> no rows;
@@ -137,7 +141,7 @@ collision_check_scenario() {
   local n1=$1 n2=$2 n3=$3
   # {a,b} with the names in sorted order, as array_agg(... ORDER BY shard).
   set_of() { printf '%s\n' "$@" | LC_ALL=C sort | paste -sd, | sed 's/.*/{&}/'; }
-  psql_on router -f "$SF_EXAMPLES/check_nodes.sql"
+  psql_on "$SHARD_CHECK_ON" -f "$SF_EXAMPLES/check_nodes.sql"
   node_check_is ""
   pass "node check: distinct node ids, one layout: no problem reported"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PL/Proxy recipe (examples/sharding/, shown in docs/sharding.md): three shards
 # with node ids 1, 2, 3 and a router on loopback ports.
-#   - 8 concurrent pgbench clients insert 100,000 rows through the router,
+#   - 8 concurrent pgbench clients insert 40,000 rows through the router,
 #     routed by a hash of the business key (RUN ON hashtext(customer));
 #   - every shard got rows; count(*) = count(DISTINCT id) over all shards;
 #     every ID decodes to its shard's node id; the router reads every ID back
@@ -14,7 +14,7 @@
 #
 # Run from the repository root, with the extension installed:
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/sharding_plproxy.sh
-# SF_SHARD_ROWS (default 100000) sets the rows of each load.
+# SF_SHARD_ROWS (default 40000) sets the rows of each load.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

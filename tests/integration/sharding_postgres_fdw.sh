@@ -5,7 +5,7 @@
 #   - INSERT ... RETURNING id through the router returns the ID the shard
 #     issued (the router's id column is GENERATED, so postgres_fdw sends
 #     DEFAULT and the shard's snowflake_next() fires);
-#   - 8 concurrent pgbench clients insert 100,000 rows through the router;
+#   - 8 concurrent pgbench clients insert 40,000 rows through the router;
 #     every shard got rows; count(*) = count(DISTINCT id) over all shards;
 #     every ID decodes to its shard's node id; the router reads every ID back;
 #   - the node-id check over foreign tables reports nothing with distinct ids,
@@ -14,7 +14,7 @@
 #
 # Run from the repository root, with the extension installed:
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/sharding_postgres_fdw.sh
-# SF_SHARD_ROWS (default 100000) sets the rows of the load.
+# SF_SHARD_ROWS (default 40000) sets the rows of the load.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
