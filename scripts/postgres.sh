@@ -229,8 +229,8 @@ copy_postgres_tree() {
 _citus_src() {
   local here dir
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-  for dir in ${SF_CITUS_SRC:-} "$here/../shared/citus" /work/shared/citus; do
-    [ -f "$dir/citus-$CITUS_VERSION.tar.xz" ] && { echo "$dir"; return 0; }
+  for dir in "${SF_CITUS_SRC:-}" "$here/../shared/citus" /work/shared/citus; do
+    [ -n "$dir" ] && [ -f "$dir/citus-$CITUS_VERSION.tar.xz" ] && { echo "$dir"; return 0; }
   done
   return 1
 }
@@ -251,18 +251,25 @@ install_citus() {
   [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
   citus_installed "$config" && return 0
   src=$(_citus_src) || { _pg_log "citus-$CITUS_VERSION.tar.xz not found (set SF_CITUS_SRC to its folder)"; return 1; }
-  apt_ensure libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev make gcc || return 1
-  _pg_log "building Citus $CITUS_VERSION for PostgreSQL $major (about a minute)"
-  local build="$SF_PG_CACHE/src/citus-$CITUS_VERSION-pg$major"
-  _pg_as_root rm -rf "$build"
-  _pg_as_root mkdir -p "$build"
-  _pg_as_root tar -xf "$src/citus-$CITUS_VERSION.tar.xz" -C "$build" --strip-components=1 || return 1
+  apt_ensure libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev xz-utils make gcc || return 1
+  _pg_as_root mkdir -p "$SF_PG_CACHE"
   (
-    cd "$build" || exit 1
-    _pg_as_root ./configure --quiet PG_CONFIG="$config" >&2 || exit 1
-    _pg_as_root make -s -j"$(nproc)" >&2 || exit 1
-    _pg_as_root make -s install >&2 || exit 1
-  ) || { _pg_log "building Citus $CITUS_VERSION failed"; return 1; }
-  _pg_as_root rm -rf "$build"
-  _pg_as_root touch "$("$config" --sharedir)/extension/.citus-$CITUS_VERSION"
+    # One build at a time (like install_postgres); the one that waited
+    # finds it installed.
+    exec 9>"$SF_PG_CACHE/.lock" && flock 9 || exit 1
+    citus_installed "$config" && exit 0
+    _pg_log "building Citus $CITUS_VERSION for PostgreSQL $major (about a minute)"
+    build="$SF_PG_CACHE/src/citus-$CITUS_VERSION-pg$major"
+    _pg_as_root rm -rf "$build"
+    _pg_as_root mkdir -p "$build"
+    _pg_as_root tar -xf "$src/citus-$CITUS_VERSION.tar.xz" -C "$build" --strip-components=1 || exit 1
+    (
+      cd "$build" || exit 1
+      _pg_as_root ./configure --quiet PG_CONFIG="$config" >&2 || exit 1
+      _pg_as_root make -s -j"$(nproc)" >&2 || exit 1
+      _pg_as_root make -s install >&2 || exit 1
+    ) || { _pg_log "building Citus $CITUS_VERSION failed"; exit 1; }
+    _pg_as_root rm -rf "$build"
+    _pg_as_root touch "$("$config" --sharedir)/extension/.citus-$CITUS_VERSION"
+  )
 }

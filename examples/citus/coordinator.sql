@@ -8,7 +8,7 @@
 --        -v worker1_host=10.0.0.2 -v worker1_port=5432
 --        -v worker2_host=10.0.0.3 -v worker2_port=5432 -f coordinator.sql
 -- Registering the coordinator lets the workers run queries (and issue IDs)
--- too, and lets run_command_on_all_nodes reach it.
+-- too, and names it host:port in the node-id check.
 SELECT citus_set_coordinator_host(:'coordinator_host', :coordinator_port);
 SELECT citus_add_node(:'worker1_host', :worker1_port);
 SELECT citus_add_node(:'worker2_host', :worker2_port);

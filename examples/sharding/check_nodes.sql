@@ -1,7 +1,10 @@
--- examples/sharding/check_nodes.sql: run on the router after
--- plproxy_router.sql or postgres_fdw_router.sql (either defines the view
--- shard_node_info: one row per shard). Defines snowflake_node_check: one row
--- per problem, naming the shards; no rows when all is well.
+-- examples/sharding/check_nodes.sql: run after a file that defines the view
+-- shard_node_info, one row per server: on the router after
+-- plproxy_router.sql or postgres_fdw_router.sql, on a Citus coordinator
+-- after examples/citus/node_info.sql, on a logical-replication writer after
+-- examples/replication/two_writers_node_info.sql. Defines
+-- snowflake_node_check: one row per problem, naming the servers ("shards");
+-- no rows when all is well.
 --   SELECT * FROM snowflake_node_check;
 CREATE VIEW snowflake_node_check AS
 WITH s AS (SELECT * FROM shard_node_info),

@@ -27,7 +27,7 @@
 # root, with the extension installed:
 #   PG_BIN=$(dirname "$(scripts/pg_config.sh 17)") \
 #     flock /tmp/snowflake_id.pg.lock bash tests/integration/citus.sh
-# SF_CITUS_TX (default 500) sets the transactions of each pgbench client.
+# SF_CITUS_TX (default 200) sets the transactions of each pgbench client.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -36,8 +36,8 @@ set -euo pipefail
 
 require_installed_extension
 citus_installed "$PG_BIN/pg_config" ||
-  fail "Citus $CITUS_VERSION is not installed into $PG_BIN/.. (scripts/setup.sh --pg 17 builds it; scripts/postgres.sh install_citus NN)"
-CITUS_TX=${SF_CITUS_TX:-500}
+  fail "Citus $CITUS_VERSION is not installed into $PG_BIN/.. (scripts/setup.sh --pg 17 builds it from citus-$CITUS_VERSION.tar.xz in ../shared/citus or SF_CITUS_SRC; see its warning)"
+CITUS_TX=${SF_CITUS_TX:-200}
 CITUS=examples/citus
 doc_shows_file docs/sharding.md "$CITUS/coordinator.sql" "examples/citus/coordinator.sql" ||
   fail "docs/sharding.md does not show $CITUS/coordinator.sql as it is"
@@ -124,13 +124,26 @@ wrong=$(sql_value shard1 "
     UNION ALL SELECT substr(payload, 13), id FROM events WHERE payload LIKE 'from-orders:%'
     UNION ALL SELECT substr(name, 13), id FROM countries WHERE name LIKE 'from-orders:%')
   SELECT count(*) FROM made m
-  JOIN pg_dist_shard_placement p ON p.shardid = get_shard_id_for_distribution_column('orders', m.customer)
-  JOIN node_of_port n ON n.port = p.nodeport
-  WHERE snowflake_node(m.id) <> n.node_id")
+  LEFT JOIN pg_dist_shard_placement p ON p.shardid = get_shard_id_for_distribution_column('orders', m.customer)
+  LEFT JOIN node_of_port n ON n.port = p.nodeport
+  WHERE n.node_id IS NULL OR snowflake_node(m.id) <> n.node_id")
 total=$(sql_value shard1 "SELECT (SELECT count(*) FROM orders_copy) + (SELECT count(*) FROM events WHERE payload LIKE 'from-orders:%') + (SELECT count(*) FROM countries WHERE name LIKE 'from-orders:%')")
 [ "$wrong" = 0 ] || fail "INSERT ... SELECT: $wrong of $total IDs were not made on the worker holding the source row's shard"
 nodes_are "INSERT ... SELECT from a distributed table (into co-located, by-ID and reference tables): $total IDs, each made on the worker holding the source row's shard" \
   "SELECT id FROM orders_copy UNION ALL SELECT id FROM countries WHERE name LIKE 'from-orders:%'" "2 3"
+[ "$total" -ge 45 ] || fail "INSERT ... SELECT copied only $total rows"
+# A SELECT the coordinator must combine (GROUP BY a column other than the
+# distribution column): the rows are combined on the coordinator, then sent
+# on, and the IDs are still made on the workers.
+psql_on shard1 -c "EXPLAIN (COSTS OFF) INSERT INTO events (payload) SELECT 'grouped:' || item FROM orders GROUP BY item" |
+  grep -E "INSERT/SELECT method" || true
+psql_on shard1 -c "INSERT INTO events (payload) SELECT 'grouped:' || item FROM orders GROUP BY item"
+got=$(sql_value shard1 "SELECT count(*) || ' rows on node(s) ' || string_agg(DISTINCT snowflake_node(id)::text, ' ') FROM events WHERE payload LIKE 'grouped:%'")
+case $got in
+  "3 rows on node(s) 2" | "3 rows on node(s) 3" | "3 rows on node(s) 2 3") ;;
+  *) fail "INSERT ... SELECT ... GROUP BY: expected 3 rows with IDs made on the workers, got $got" ;;
+esac
+pass "INSERT ... SELECT ... GROUP BY (a non-distribution column) through the coordinator: $got (workers)"
 psql_on shard1 -c "INSERT INTO events (payload) SELECT 'series' FROM generate_series(1, 20)"
 nodes_are "INSERT ... SELECT from generate_series (no distributed table) through the coordinator" \
   "SELECT id FROM events WHERE payload = 'series'" 1
@@ -145,9 +158,14 @@ placements=$(sql_value shard1 "SELECT count(*), count(DISTINCT result) FROM run_
 pass "reference table: the same IDs on all 3 placements"
 
 # --- Load through the coordinator and both workers at once -------------------
+# Each transaction: an insert, an INSERT ... SELECT of that row into the
+# co-located table (made on the worker holding its shard), and a row of the
+# reference table.
 for i in 1 2 3; do
-  printf '%s\n' '\set c random(1, 1000000000)' \
-    "INSERT INTO orders (customer, item) VALUES ('load-' || :c, 'via$i');" > "$SF_WORK/via$i.pgbench"
+  printf '%s\n' '\set c random(1, 1000000000)' 'BEGIN;' \
+    "INSERT INTO orders (customer, item) VALUES ('load-' || :c, 'via$i');" \
+    "INSERT INTO orders_copy (customer, source_id) SELECT customer, id FROM orders WHERE customer = 'load-' || :c AND item = 'via$i';" \
+    "INSERT INTO countries (name) VALUES ('load-via$i');" 'END;' > "$SF_WORK/via$i.pgbench"
 done
 pids=()
 for i in 1 2 3; do
@@ -168,9 +186,17 @@ pass "load: $rows rows from 24 clients on three nodes, count(*) = count(DISTINCT
 [ "$(sql_value shard1 "SELECT count(*) FROM orders WHERE item LIKE 'via%' AND 'via' || snowflake_node(id) <> item")" = 0 ] ||
   fail "load: IDs that do not carry the node id of the node the client talked to"
 pass "load: every ID carries the node id of the node its client talked to"
+copies=$(sql_value shard1 "SELECT count(*) FROM orders_copy c JOIN orders o ON o.customer = c.customer AND o.id = c.source_id WHERE o.item LIKE 'via%'")
+refs=$(sql_value shard1 "SELECT count(*) FROM countries WHERE name LIKE 'load-via%'")
+[ "$copies" -ge "$rows" ] && [ "$refs" = "$rows" ] ||
+  fail "load: $copies rows copied by INSERT ... SELECT and $refs reference-table rows, expected at least $rows and $rows"
+[ "$(sql_value shard1 "SELECT count(*) FROM countries WHERE name LIKE 'load-via%' AND 'load-via' || snowflake_node(id) <> name")" = 0 ] ||
+  fail "load: reference-table IDs that do not carry the node id of the node the client talked to"
+placements=$(sql_value shard1 "SELECT count(*), count(DISTINCT result) FROM run_command_on_placements('countries', 'SELECT md5(string_agg(id::text, '','' ORDER BY id)) FROM %s')")
+[ "$placements" = "3|1" ] || fail "load: the reference table's placements differ (placements|distinct contents: $placements)"
 [ "$(sql_value shard1 "SELECT count(*) = count(DISTINCT id) FROM (SELECT id FROM orders UNION ALL SELECT id FROM orders_copy UNION ALL SELECT id FROM events UNION ALL SELECT id FROM countries) a")" = t ] ||
   fail "an ID occurs twice across the Citus tables"
-pass "no ID twice across all the Citus tables"
+pass "load: $copies rows copied by INSERT ... SELECT, $refs reference-table rows (the same on every placement); no ID twice across all the Citus tables"
 
 # --- The node-id check over all Citus nodes -----------------------------------
 SHARD_CHECK_ON=shard1
@@ -186,6 +212,18 @@ pass "node check: a worker without a node id: reported"
 shard_restart_with 3 "snowflake_id.node_id = 3"
 node_check_is ""
 
+# A coordinator that was never registered (no citus_set_coordinator_host):
+# still asked, under its own name.
+psql_on shard1 -o /dev/null -c "SELECT citus_remove_node('127.0.0.1', $port1)"
+[ "$(sql_value shard1 "SELECT shard || '|' || node_id FROM shard_node_info WHERE shard LIKE 'coordinator%'")" = "coordinator (not in pg_dist_node)|1" ] ||
+  { psql_on shard1 -c "SELECT * FROM shard_node_info"; fail "the node check leaves out a coordinator missing from pg_dist_node"; }
+node_check_is ""
+shard_restart_with 3 "snowflake_id.node_id = 1"
+node_check_is "duplicate_node_id|1|{$(name_of 3),\"coordinator (not in pg_dist_node)\"}"
+pass "node check: an unregistered coordinator is checked too (a worker with its node id is reported)"
+shard_restart_with 3 "snowflake_id.node_id = 3"
+node_check_is ""
+
 # A worker replaced by a standby that was never promoted.
 cluster_basebackup standby3 "$(free_port)" shard3
 cluster_start standby3 || fail "the standby of shard3 did not start"
@@ -194,6 +232,7 @@ node_check_is "in_recovery||{127.0.0.1:$(cluster_port standby3)}"
 pass "node check: a worker pointed at an unpromoted standby: in_recovery reported"
 psql_on shard1 -c "SELECT citus_update_node(nodeid, '127.0.0.1', $port3) FROM pg_dist_node WHERE nodeport = $(cluster_port standby3)" >/dev/null
 node_check_is ""
+cluster_stop standby3
 
 cluster_stop shard2
 node_check_is "no_answer||{\"$(name_of 2) (failed: failed to connect to $(name_of 2))\"}"
