@@ -237,59 +237,64 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
             }
         }
     }
-    let Some(stored) = stored else {
+    let record = stored.map(|stored| stored.record);
+    match record {
         // No lease: a new server (nothing was issued), unless pg_upgrade
-        // left its note (held until the lease is copied or accepted).
-        shared.generator.resume_after_lease(&layout, None);
-        match verdict {
-            Verdict::MarkUpgraded => mark_upgraded(&dir),
-            Verdict::LeaseMissingAfterUpgrade => hold(
-                shared,
-                Blocked::LeaseMissingAfterUpgrade,
-                &format!("this cluster was made by pg_upgrade and its lease file ({LEASE_FILE_NAME}) was not copied from the old data directory, so the IDs the old cluster issued and the settings it issued them under are unknown"),
-            ),
-            Verdict::Copy { reason, persist } => hold_copy(shared, &dir, &reason, persist),
-            Verdict::Own | Verdict::AdoptUpgraded => log!(
-                "snowflake_id: no lease file ({LEASE_FILE_NAME}) in the data directory: a new server, IDs start from the clock"
-            ),
+        // left its note (held below until the lease is copied or accepted).
+        None => shared.generator.resume_after_lease(&layout, None),
+        Some(record) => {
+            shared.guarded.get_mut().persisted = Some(record);
+            let differences = record.differences(&current_record(config, 0));
+            if differences.is_empty() {
+                shared
+                    .generator
+                    .resume_after_lease(&layout, Some(record.lease_until_ms()));
+            } else {
+                // Nothing is issued until the change is accepted.
+                shared.generator.resume_after_lease(&layout, None);
+                shared.guarded.get_mut().recorded = Some(record);
+                shared
+                    .blocked
+                    .store(Blocked::ConfigChanged as u32, Ordering::SeqCst);
+                warning!(
+                    "snowflake_id: the configuration changed since IDs were last issued ({}); snowflake_next() is refused until a superuser runs SELECT snowflake_accept_configuration()",
+                    differences.join("; ")
+                );
+            }
         }
-        return;
-    };
-    let record = stored.record;
-    shared.guarded.get_mut().persisted = Some(record);
-    let differences = record.differences(&current_record(config, 0));
-    if differences.is_empty() {
-        shared
-            .generator
-            .resume_after_lease(&layout, Some(record.lease_until_ms()));
-    } else {
-        // Nothing is issued until the change is accepted.
-        shared.generator.resume_after_lease(&layout, None);
-        shared.guarded.get_mut().recorded = Some(record);
-        shared
-            .blocked
-            .store(Blocked::ConfigChanged as u32, Ordering::SeqCst);
-        warning!(
-            "snowflake_id: the configuration changed since IDs were last issued ({}); snowflake_next() is refused until a superuser runs SELECT snowflake_accept_configuration()",
-            differences.join("; ")
-        );
     }
+    // (instance::verdict gives LeaseMissingAfterUpgrade only without a
+    // lease, AdoptUpgraded only with one.)
     match verdict {
         Verdict::MarkUpgraded => mark_upgraded(&dir),
+        Verdict::LeaseMissingAfterUpgrade => hold(
+            shared,
+            Blocked::LeaseMissingAfterUpgrade,
+            &format!("this cluster was made by pg_upgrade and its lease file ({LEASE_FILE_NAME}) was not copied from the old data directory, so the IDs the old cluster issued and the settings it issued them under are unknown"),
+        ),
         Verdict::AdoptUpgraded => {
-            // The documented upgrade step: the old cluster's lease, copied
-            // (and rewritten as this system's even when it already was, or
-            // was a version 1 file: the note must go either way).
-            let adopted = write_lease(&dir, &record, system_identifier())
-                .map_err(|e| e.to_string())
-                .and_then(|()| remove_marker(&dir, UPGRADED_FILE_NAME).map_err(|e| e.to_string()));
-            match adopted {
-                Ok(()) => log!("snowflake_id: the lease file copied from the cluster this one was upgraded from is adopted"),
-                Err(e) => warning!("snowflake_id: the lease file copied from the upgraded cluster could not be adopted: {e}"),
+            if let Some(record) = record {
+                // The documented upgrade step: the old cluster's lease,
+                // copied (and rewritten as this system's even when it
+                // already was, or was a version 1 file: the note must go
+                // either way).
+                let adopted = write_lease(&dir, &record, system_identifier())
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| {
+                        remove_marker(&dir, UPGRADED_FILE_NAME).map_err(|e| e.to_string())
+                    });
+                match adopted {
+                    Ok(()) => log!("snowflake_id: the lease file copied from the cluster this one was upgraded from is adopted"),
+                    Err(e) => warning!("snowflake_id: the lease file copied from the upgraded cluster could not be adopted: {e}"),
+                }
             }
         }
         Verdict::Copy { reason, persist } => hold_copy(shared, &dir, &reason, persist),
-        Verdict::Own | Verdict::LeaseMissingAfterUpgrade => {}
+        Verdict::Own => {
+            if record.is_none() {
+                log!("snowflake_id: no lease file ({LEASE_FILE_NAME}) in the data directory: a new server, IDs start from the clock");
+            }
+        }
     }
 }
 

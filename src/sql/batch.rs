@@ -43,10 +43,9 @@ fn checked_count(n: i32) -> u64 {
     count
 }
 
-/// Validates `n` and issues the batch. Returns the layout and node to turn
-/// its pairs into IDs.
-fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
-    let count = checked_count(n);
+/// Issues a batch of `count` IDs (validated by [`checked_count`]). Returns
+/// the layout and node to turn its pairs into IDs.
+fn reserve(count: u64) -> (IdLayout, u64, IssuedRange) {
     let (config, shared) = ready();
     let node = issuing_node(config, shared);
     (
@@ -56,8 +55,8 @@ fn reserve(n: i32) -> (IdLayout, u64, IssuedRange) {
     )
 }
 
-fn ids(n: i32) -> impl Iterator<Item = i64> {
-    let (layout, node, range) = reserve(n);
+fn ids(count: u64) -> impl Iterator<Item = i64> {
+    let (layout, node, range) = reserve(count);
     (range.first_pair..=range.last_pair()).map(move |pair| layout.id_of_pair(pair, node))
 }
 
@@ -66,7 +65,7 @@ fn ids(n: i32) -> impl Iterator<Item = i64> {
 /// a row when nothing else issues IDs meanwhile.
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_next_batch(n: i32) -> SetOfIterator<'static, i64> {
-    SetOfIterator::new(ids(n))
+    SetOfIterator::new(ids(checked_count(n)))
 }
 
 /// Like `snowflake_next_batch(n)`, as one `bigint[]` (PostgreSQL cannot
@@ -88,11 +87,11 @@ fn snowflake_next_batch_array(n: i32) -> IdArray {
         // Up to 1 GB - 1 without MCXT_ALLOC_HUGE: the largest batch
         // (100,000,000 IDs) takes 800 MB, and a varlena cannot be larger.
         let array = pg_sys::palloc_extended(size, 0).cast::<pg_sys::ArrayType>();
-        // The batch is validated and issued after the allocation, so that
+        // The batch, validated above, is issued after the allocation, so that
         // no ID is consumed by a statement that fails for lack of memory.
         let mut written = 0;
         let data = array.cast::<u8>().add(HEADER).cast::<i64>();
-        for id in ids(n).take(count) {
+        for id in ids(count as u64).take(count) {
             data.add(written).write(id);
             written += 1;
         }
