@@ -1,6 +1,7 @@
 -- examples/sharding/check_nodes.sql on made-up shards: every kind of problem
 -- it reports, naming the shards. (The integration tests run it through real
--- PL/Proxy and postgres_fdw routers.)
+-- PL/Proxy and postgres_fdw routers, a Citus coordinator and a pair of
+-- logical-replication writers.)
 SET TimeZone = 'UTC';
 CREATE TABLE shard_node_info (shard text, node_id int, epoch timestamptz, time_bits int,
     node_bits int, sequence_bits int, in_recovery boolean, system_identifier bigint);
@@ -26,4 +27,9 @@ DELETE FROM shard_node_info WHERE shard IN ('d', 'f', 'g');
 INSERT INTO shard_node_info VALUES
     ('h', 3, '2025-01-01+00', 41, 10, 12, true, 99),
     ('i', 2, '2025-01-01+00', 41, 10, 12, false, 12);
+SELECT problem, node_id, shards FROM snowflake_node_check ORDER BY problem, node_id, shards;
+-- a shard that did not answer (Citus's node_info.sql keeps it, with the
+-- error): no_answer, and neither node_id_unset nor a layout of its own
+INSERT INTO shard_node_info VALUES
+    ('j (failed: connection refused)', NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 SELECT problem, node_id, shards FROM snowflake_node_check ORDER BY problem, node_id, shards;
