@@ -31,7 +31,8 @@ PG_MAJOR=15
 PGRX_VERSION=0.18.1
 APT_PACKAGES=(
   "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-contrib"
-  "postgresql-${PG_MAJOR}-plproxy" "postgresql-${PG_MAJOR}-auto-failover" libclang-dev clang sudo faketime
+  "postgresql-${PG_MAJOR}-plproxy" "postgresql-${PG_MAJOR}-auto-failover" "postgresql-${PG_MAJOR}-partman"
+  libclang-dev clang sudo faketime
   build-essential pkg-config
 )
 

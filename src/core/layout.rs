@@ -214,6 +214,20 @@ impl IdLayout {
         })
     }
 
+    /// How many ID values `span_ms` milliseconds cover: the width of an ID
+    /// range (an ID-based partition) that holds exactly that much time.
+    /// Ranges of this width starting at a multiple of it begin at a
+    /// millisecond boundary `span_ms` apart from the epoch. `None` when the
+    /// span is longer than the time field.
+    pub fn ids_in_span(&self, span_ms: u64) -> Option<i64> {
+        if span_ms > self.max_time_ms() + 1 {
+            return None;
+        }
+        // At most 2^time_bits << time_shift = 2^63: one past i64::MAX only
+        // for the whole time field.
+        i64::try_from(span_ms << self.time_shift()).ok()
+    }
+
     /// Packs `(time, sequence)` into the generator's state word.
     pub const fn pair(&self, time_ms: u64, sequence: u64) -> u64 {
         (time_ms << self.sequence_bits) | sequence
@@ -245,6 +259,35 @@ impl IdLayout {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn id_span_of_a_day_is_a_day_of_ids() {
+        let l = IdLayout::default();
+        let day = l.ids_in_span(86_400_000).unwrap();
+        assert_eq!(day, 86_400_000 << 22);
+        // The first ID of day n after the epoch is n * day, and the span
+        // holds every node and sequence of every millisecond of the day.
+        let day3 = l.smallest_id_at(3 * 86_400_000).unwrap();
+        assert_eq!(day3, 3 * day);
+        assert_eq!(
+            l.largest_id_until(4 * 86_400_000 - 1, 1023),
+            Ok(4 * day - 1)
+        );
+        assert_eq!(IdLayout::new(0, 1).unwrap().ids_in_span(1000), Some(2000));
+    }
+
+    #[test]
+    fn id_span_longer_than_the_time_field_is_refused() {
+        let l = IdLayout::default();
+        assert_eq!(
+            l.ids_in_span(l.max_time_ms()),
+            Some((l.max_time_ms() as i64) << 22)
+        );
+        // The whole time field is 2^63 ID values: one more than i64 holds.
+        assert_eq!(l.ids_in_span(l.max_time_ms() + 1), None);
+        assert_eq!(l.ids_in_span(u64::MAX), None);
+        assert_eq!(l.ids_in_span(0), Some(0));
+    }
 
     #[test]
     fn default_is_41_10_12() {

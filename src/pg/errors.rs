@@ -17,7 +17,7 @@
 use crate::core::config::ConfigError;
 use crate::core::convert::{self, ConvertError};
 use crate::core::generator::{GenerateError, MAX_BATCH};
-use crate::core::layout::CodecError;
+use crate::core::layout::{CodecError, LayoutError};
 use crate::core::text_forms::{self, TextFormError};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -82,6 +82,17 @@ pub enum Error {
     TimeBeyondTimestamp { time_ms: u64 },
     /// `snowflake_from_timestamp('infinity')`.
     InfiniteTimestamp,
+    /// A layout passed to a decoder as arguments that no server can run.
+    LayoutArgument(LayoutError),
+    /// An infinite epoch passed to a decoder.
+    InfiniteEpoch,
+    /// `snowflake_id_span` of an interval with months (no fixed length).
+    SpanWithMonths { span: String },
+    /// `snowflake_id_span` of an interval that is not a positive whole
+    /// number of milliseconds.
+    SpanNotPositiveMs { span: String },
+    /// `snowflake_id_span` of an interval longer than the time field.
+    SpanTooLong { span: String, time_bits: u32 },
     /// A timestamp before the epoch; `epoch` and `end` are the range IDs
     /// can express, as text.
     BeforeEpoch {
@@ -324,10 +335,37 @@ impl Error {
                 "an infinite timestamp has no snowflake ID",
                 "Pass a finite timestamp between snowflake_id.epoch and the end of the time field.",
             ),
+            E::LayoutArgument(e) => report(
+                Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                // The layout's own texts name the settings; here the
+                // widths are arguments.
+                e.to_string().replace("snowflake_id.", ""),
+                "Pass the layout the IDs were made with (this server's: SELECT epoch, node_bits, sequence_bits FROM snowflake_node_info()).",
+            ),
+            E::InfiniteEpoch => report(
+                Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
+                "an infinite epoch cannot place IDs in time",
+                "Pass the epoch the IDs were made with (this server's: SELECT epoch FROM snowflake_node_info()).",
+            ),
+            E::SpanWithMonths { span } => report(
+                Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("the interval {span} has months, which have no fixed length in IDs"),
+                "Give the span in days or smaller units (a day is 24 hours here): '30 days' for about a month.",
+            ),
+            E::SpanNotPositiveMs { span } => report(
+                Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("the interval {span} is not a positive whole number of milliseconds"),
+                "IDs count time in milliseconds: pass a positive interval such as '1 day' or '1 hour'.",
+            ),
+            E::SpanTooLong { span, time_bits } => report(
+                Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                format!("the interval {span} is longer than the {time_bits}-bit time field"),
+                "Pass an interval shorter than the time field (SELECT time_bits FROM snowflake_node_info() gives its width).",
+            ),
             E::BeforeEpoch { ts, epoch, end } => report(
                 Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
                 format!("{ts} is before the epoch"),
-                format!("IDs can express times from snowflake_id.epoch ({epoch}) to {end}."),
+                format!("IDs can express times from the epoch ({epoch}) to {end}."),
             ),
             E::PastTimeField {
                 ts,
@@ -337,7 +375,7 @@ impl Error {
             } => report(
                 Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
                 format!("{ts} is past the end of the {time_bits}-bit time field"),
-                format!("IDs can express times from snowflake_id.epoch ({epoch}) to {end}."),
+                format!("IDs can express times from the epoch ({epoch}) to {end}."),
             ),
 
             E::TextForm(e) => {

@@ -1,11 +1,20 @@
 //! Reading IDs back: `snowflake_decode`, `snowflake_timestamp`,
 //! `snowflake_node`, `snowflake_sequence`, and `snowflake_from_timestamp`
-//! (the smallest ID of a time, for range scans). They only need the
-//! configuration, so they work on a standby and while issuing is blocked.
+//! (the smallest ID of a time, for range scans); `snowflake_id_span` (how
+//! many ID values an interval covers, for ID-based partitions). They only
+//! need the configuration, so they work on a standby and while issuing is
+//! blocked.
+//!
+//! Each comes twice. The one-argument forms read this server's layout and
+//! epoch, so they are STABLE: a setting could differ on another server or
+//! after a restart. The forms that take the layout as arguments (`epoch`,
+//! `node_bits`, `sequence_bits`) depend on nothing else, so they are
+//! IMMUTABLE: generated columns, expression and partial indexes, check
+//! constraints and plan-time partition pruning accept them.
 
 use crate::core::config::Config;
 use crate::core::epoch::UNIX_TO_POSTGRES_MS;
-use crate::core::layout::IdParts;
+use crate::core::layout::{IdLayout, IdParts};
 use crate::pg::backend::ready;
 use crate::pg::clock::timestamp_of;
 use crate::pg::errors::{raise, Error};
@@ -16,8 +25,53 @@ fn config() -> &'static Config {
     ready().0
 }
 
+/// The configuration given as arguments to an IMMUTABLE form: checked like
+/// the settings, except that the epoch may lie anywhere (a check against the
+/// clock would make the function depend on the time it runs).
+fn given(epoch: TimestampWithTimeZone, node_bits: i32, sequence_bits: i32) -> Config {
+    let layout = given_layout(node_bits, sequence_bits);
+    if !epoch.is_finite() {
+        raise(Error::InfiniteEpoch);
+    }
+    Config {
+        layout,
+        node_id: None,
+        epoch_unix_ms: unix_ms_of(epoch),
+    }
+}
+
+fn given_layout(node_bits: i32, sequence_bits: i32) -> IdLayout {
+    IdLayout::new(node_bits.into(), sequence_bits.into())
+        .unwrap_or_else(|e| raise(Error::LayoutArgument(e)))
+}
+
+/// Milliseconds since 1970 of a finite timestamp (rounded down).
+fn unix_ms_of(ts: TimestampWithTimeZone) -> i64 {
+    ts.into_inner().div_euclid(1000) + UNIX_TO_POSTGRES_MS
+}
+
 fn decode(config: &Config, id: i64) -> IdParts {
     config.layout.decode(id).unwrap_or_else(|e| raise(e))
+}
+
+/// (pgrx reads the result type of an SQL function from its signature, so
+/// the functions spell it out.)
+type Decoded = TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(node_id, i32),
+        name!(sequence, i32),
+    ),
+>;
+
+fn decoded(config: &Config, id: i64) -> Decoded {
+    let parts = decode(config, id);
+    TableIterator::once((
+        timestamp_of(config, parts.time_ms),
+        parts.node as i32,
+        parts.sequence as i32,
+    ))
 }
 
 /// Splits an ID into its time (millisecond precision), node id and sequence.
@@ -32,13 +86,25 @@ fn snowflake_decode(
         name!(sequence, i32),
     ),
 > {
-    let config = config();
-    let parts = decode(config, id);
-    TableIterator::once((
-        timestamp_of(config, parts.time_ms),
-        parts.node as i32,
-        parts.sequence as i32,
-    ))
+    decoded(config(), id)
+}
+
+/// `snowflake_decode` with the layout given (IMMUTABLE).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_decode")]
+fn snowflake_decode_given(
+    id: i64,
+    epoch: TimestampWithTimeZone,
+    node_bits: i32,
+    sequence_bits: i32,
+) -> TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(node_id, i32),
+        name!(sequence, i32),
+    ),
+> {
+    decoded(&given(epoch, node_bits, sequence_bits), id)
 }
 
 /// The time an ID was issued (millisecond precision).
@@ -48,10 +114,34 @@ fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
     timestamp_of(config, decode(config, id).time_ms)
 }
 
+/// `snowflake_timestamp` with the layout given (IMMUTABLE).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_timestamp")]
+fn snowflake_timestamp_given(
+    id: i64,
+    epoch: TimestampWithTimeZone,
+    node_bits: i32,
+    sequence_bits: i32,
+) -> TimestampWithTimeZone {
+    let config = given(epoch, node_bits, sequence_bits);
+    timestamp_of(&config, decode(&config, id).time_ms)
+}
+
 /// The node id of the server that issued an ID.
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_node(id: i64) -> i32 {
     decode(config(), id).node as i32
+}
+
+/// `snowflake_node` with the layout given (IMMUTABLE; the epoch is checked
+/// but does not change the result).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_node")]
+fn snowflake_node_given(
+    id: i64,
+    epoch: TimestampWithTimeZone,
+    node_bits: i32,
+    sequence_bits: i32,
+) -> i32 {
+    decode(&given(epoch, node_bits, sequence_bits), id).node as i32
 }
 
 /// The sequence of an ID within its millisecond.
@@ -60,16 +150,82 @@ fn snowflake_sequence(id: i64) -> i32 {
     decode(config(), id).sequence as i32
 }
 
+/// `snowflake_sequence` with the layout given (IMMUTABLE; the epoch is
+/// checked but does not change the result).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_sequence")]
+fn snowflake_sequence_given(
+    id: i64,
+    epoch: TimestampWithTimeZone,
+    node_bits: i32,
+    sequence_bits: i32,
+) -> i32 {
+    decode(&given(epoch, node_bits, sequence_bits), id).sequence as i32
+}
+
 /// The smallest ID any node can issue at `ts`: `id >= snowflake_from_timestamp(t)`
 /// selects the IDs issued at or after `t` with an index range scan.
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
-    let config = config();
+    from_timestamp(config(), ts)
+}
+
+/// `snowflake_from_timestamp` with the layout given (IMMUTABLE: with
+/// constant arguments the planner folds it, and prunes ID-range partitions
+/// at plan time).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_from_timestamp")]
+fn snowflake_from_timestamp_given(
+    ts: TimestampWithTimeZone,
+    epoch: TimestampWithTimeZone,
+    node_bits: i32,
+    sequence_bits: i32,
+) -> i64 {
+    from_timestamp(&given(epoch, node_bits, sequence_bits), ts)
+}
+
+/// How many ID values `span` covers with this server's layout: the
+/// interval of an ID-range partition holding that much time (pg_partman's
+/// ID-based partitioning), `snowflake_from_timestamp(t + span) -
+/// snowflake_from_timestamp(t)` for any `t`. Days count as 24 hours.
+#[pg_extern(stable, parallel_safe)]
+fn snowflake_id_span(span: Interval) -> i64 {
+    id_span(&config().layout, span)
+}
+
+/// `snowflake_id_span` with the widths given (IMMUTABLE; the epoch does
+/// not matter).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_id_span")]
+fn snowflake_id_span_given(span: Interval, node_bits: i32, sequence_bits: i32) -> i64 {
+    id_span(&given_layout(node_bits, sequence_bits), span)
+}
+
+fn id_span(layout: &IdLayout, span: Interval) -> i64 {
+    if span.months() != 0 {
+        raise(Error::SpanWithMonths {
+            span: span.to_string(),
+        });
+    }
+    let micros = i128::from(span.days()) * 86_400_000_000 + i128::from(span.micros());
+    if micros <= 0 || micros % 1000 != 0 {
+        raise(Error::SpanNotPositiveMs {
+            span: span.to_string(),
+        });
+    }
+    u64::try_from(micros / 1000)
+        .ok()
+        .and_then(|ms| layout.ids_in_span(ms))
+        .unwrap_or_else(|| {
+            raise(Error::SpanTooLong {
+                span: span.to_string(),
+                time_bits: layout.time_bits(),
+            })
+        })
+}
+
+fn from_timestamp(config: &Config, ts: TimestampWithTimeZone) -> i64 {
     if !ts.is_finite() {
         raise(Error::InfiniteTimestamp);
     }
-    let unix_ms = ts.into_inner().div_euclid(1000) + UNIX_TO_POSTGRES_MS;
-    let time_ms = unix_ms - config.epoch_unix_ms;
+    let time_ms = unix_ms_of(ts) - config.epoch_unix_ms;
     // The range IDs can express, for the hint; computed only on error.
     let range = || {
         (
@@ -184,5 +340,110 @@ mod tests {
     #[pg_test(error = "snowflake_id: an infinite timestamp has no snowflake ID")]
     fn from_timestamp_rejects_infinity() {
         Spi::run("SELECT snowflake_from_timestamp('infinity')").unwrap();
+    }
+
+    #[pg_test]
+    fn given_layout_forms_agree_with_the_server_layout_and_are_immutable() {
+        Spi::run("CREATE TEMP TABLE ids AS SELECT snowflake_next_batch(5000) AS id").unwrap();
+        Spi::run("CREATE TEMP TABLE l AS SELECT epoch, node_bits, sequence_bits FROM snowflake_node_info()").unwrap();
+        assert!(one::<bool>(
+            "SELECT bool_and(snowflake_timestamp(id, epoch, node_bits, sequence_bits) = snowflake_timestamp(id)
+                         AND snowflake_node(id, epoch, node_bits, sequence_bits) = snowflake_node(id)
+                         AND snowflake_sequence(id, epoch, node_bits, sequence_bits) = snowflake_sequence(id)
+                         AND (SELECT row(d.*) FROM snowflake_decode(id, epoch, node_bits, sequence_bits) d)
+                             = (SELECT row(d.*) FROM snowflake_decode(id) d)
+                         AND snowflake_from_timestamp(snowflake_timestamp(id), epoch, node_bits, sequence_bits)
+                             = snowflake_from_timestamp(snowflake_timestamp(id)))
+             FROM ids, l"
+        ));
+        // Another layout reads the same bits differently.
+        assert_eq!(
+            one::<i32>(
+                "SELECT snowflake_node((1000::bigint << 22) | (5 << 12) | 7, '2025-01-01', 8, 14)"
+            ),
+            1
+        );
+        assert_eq!(
+            one::<i32>("SELECT snowflake_sequence((1000::bigint << 22) | (5 << 12) | 7, '2025-01-01', 8, 14)"),
+            ((5 << 12) | 7) & 0x3fff
+        );
+        assert!(one::<bool>(
+            "SELECT snowflake_timestamp(1000::bigint << 22, '2020-06-01 00:00:00+00', 10, 12) = '2020-06-01 00:00:01+00'"
+        ));
+        // Every form that takes the layout is IMMUTABLE; the others STABLE.
+        assert_eq!(
+            one::<String>(
+                "SELECT string_agg(DISTINCT provolatile::text || pronargs, ',' ORDER BY provolatile::text || pronargs)
+                 FROM pg_proc WHERE proname IN ('snowflake_decode', 'snowflake_timestamp', 'snowflake_node',
+                                                'snowflake_sequence', 'snowflake_from_timestamp')"
+            ),
+            "i4,s1"
+        );
+        assert_eq!(
+            one::<String>(
+                "SELECT string_agg(provolatile::text || pronargs, ',' ORDER BY pronargs)
+                 FROM pg_proc WHERE proname = 'snowflake_id_span'"
+            ),
+            "s1,i3"
+        );
+    }
+
+    #[pg_test(
+        error = "snowflake_id: node_bits = 20 and sequence_bits = 12 leave 31 bits for the time, fewer than 35: node_bits + sequence_bits must be at most 28"
+    )]
+    fn given_layout_is_checked() {
+        Spi::run("SELECT snowflake_timestamp(1, '2025-01-01', 20, 12)").unwrap();
+    }
+
+    #[pg_test(error = "snowflake_id: an infinite epoch cannot place IDs in time")]
+    fn given_epoch_must_be_finite() {
+        Spi::run("SELECT snowflake_decode(1, '-infinity', 10, 12)").unwrap();
+    }
+
+    #[pg_test]
+    fn id_span_is_the_width_of_that_much_time() {
+        assert_eq!(
+            one::<i64>("SELECT snowflake_id_span('1 day')"),
+            86_400_000i64 << 22
+        );
+        assert_eq!(
+            one::<i64>("SELECT snowflake_id_span('1 day', 10, 12)"),
+            86_400_000i64 << 22
+        );
+        assert_eq!(
+            one::<i64>("SELECT snowflake_id_span('1 second', 0, 1)"),
+            2000
+        );
+        assert!(one::<bool>(
+            "SELECT snowflake_from_timestamp(t + interval '3 days 4 hours') - snowflake_from_timestamp(t)
+                    = snowflake_id_span('3 days 4 hours')
+             FROM (VALUES (timestamptz '2026-03-29 00:00:00+00')) v(t)"
+        ));
+    }
+
+    #[pg_test(
+        error = "snowflake_id: the interval 1 mon has months, which have no fixed length in IDs"
+    )]
+    fn id_span_refuses_months() {
+        Spi::run("SELECT snowflake_id_span('1 month')").unwrap();
+    }
+
+    #[pg_test(
+        error = "snowflake_id: the interval 00:00:00.0005 is not a positive whole number of milliseconds"
+    )]
+    fn id_span_refuses_fractions_of_a_millisecond() {
+        Spi::run("SELECT snowflake_id_span('0.5 milliseconds')").unwrap();
+    }
+
+    #[pg_test(
+        error = "snowflake_id: the interval -1 days is not a positive whole number of milliseconds"
+    )]
+    fn id_span_refuses_negative_spans() {
+        Spi::run("SELECT snowflake_id_span('-1 day')").unwrap();
+    }
+
+    #[pg_test(error = "snowflake_id: the interval 30000 days is longer than the 41-bit time field")]
+    fn id_span_refuses_spans_past_the_time_field() {
+        Spi::run("SELECT snowflake_id_span('30000 days')").unwrap();
     }
 }
