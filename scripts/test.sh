@@ -33,11 +33,12 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # crash recovery with a clock set back, standbys and promotion, failover and
 # every kind of WAL replay with the lease records (their WAL calls differ
 # between versions), pg_dump and pg_restore, and the release archive
-# installed into a clean server, and copies of a data directory (the system
-# identifier and binary-upgrade mode). (failover_pg_auto_failover runs on
-# 15: the package exists for Debian's 15 only.)
+# installed into a clean server, copies of a data directory (the system
+# identifier and binary-upgrade mode), and the read horizon (transaction
+# callbacks, the process array, prepared transactions). (failover_pg_auto_failover
+# and partman run on 15: the packages exist for Debian's 15 only.)
 VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_wal failover_recovery
-  dump_restore package_install copies)
+  dump_restore package_install copies horizon)
 # And on one version each (their own reasons): the settings refusal reads
 # PostgreSQL's list of settings one way on 15 and another from 16 on, so 15
 # (all tests) and 18 cover both; Citus is built for 17 (scripts/postgres.sh,

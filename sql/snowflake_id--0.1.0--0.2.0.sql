@@ -1,10 +1,11 @@
 -- snowflake_id 0.1.0 -> 0.2.0 (ALTER EXTENSION snowflake_id UPDATE).
 --
--- New: the decoders with the layout as arguments (IMMUTABLE, for generated
--- columns, expression and partial indexes, check constraints and plan-time
--- partition pruning), and snowflake_id_span (the ID values an interval
--- covers, for ID-based partitions), with its IMMUTABLE form. Nothing of
--- 0.1.0 changes.
+-- New: snowflake_horizon() (the commit-safe read horizon for consumers that
+-- page by ID); the decoders with the layout as arguments (IMMUTABLE, for
+-- generated columns, expression and partial indexes, check constraints and
+-- plan-time partition pruning); snowflake_id_span (the ID values an
+-- interval covers, for ID-based partitions), with its IMMUTABLE form.
+-- Nothing of 0.1.0 changes.
 \echo Use "ALTER EXTENSION snowflake_id UPDATE" to load this file. \quit
 
 -- snowflake_id::sql::decode::snowflake_decode
@@ -32,6 +33,12 @@ CREATE  FUNCTION "snowflake_from_timestamp"(
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_given_wrapper';
+
+-- snowflake_id::sql::horizon::snowflake_horizon
+CREATE  FUNCTION "snowflake_horizon"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_horizon_wrapper';
 
 -- snowflake_id::sql::decode::snowflake_id_span
 CREATE  FUNCTION "snowflake_id_span"(

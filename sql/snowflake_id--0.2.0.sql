@@ -29,7 +29,7 @@ AS 'MODULE_PATHNAME', 'snowflake_convert_column_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:74
+-- src/sql/decode.rs:78
 -- snowflake_id::sql::decode::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint /* i64 */
@@ -44,7 +44,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:89
+-- src/sql/decode.rs:93
 -- snowflake_id::sql::decode::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
@@ -74,7 +74,7 @@ AS 'MODULE_PATHNAME', 'snowflake_encode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:163
+-- src/sql/decode.rs:167
 -- snowflake_id::sql::decode::snowflake_from_timestamp
 CREATE  FUNCTION "snowflake_from_timestamp"(
 	"ts" timestamp with time zone /* TimestampWithTimeZone */
@@ -85,7 +85,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:171
+-- src/sql/decode.rs:175
 -- snowflake_id::sql::decode::snowflake_from_timestamp
 CREATE  FUNCTION "snowflake_from_timestamp"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -99,7 +99,16 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_given_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:185
+-- src/sql/horizon.rs:16
+-- snowflake_id::sql::horizon::snowflake_horizon
+CREATE  FUNCTION "snowflake_horizon"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_horizon_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/decode.rs:189
 -- snowflake_id::sql::decode::snowflake_id_span
 CREATE  FUNCTION "snowflake_id_span"(
 	"span" interval /* Interval */
@@ -110,7 +119,7 @@ AS 'MODULE_PATHNAME', 'snowflake_id_span_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:192
+-- src/sql/decode.rs:196
 -- snowflake_id::sql::decode::snowflake_id_span
 CREATE  FUNCTION "snowflake_id_span"(
 	"span" interval, /* Interval */
@@ -154,7 +163,7 @@ AS 'MODULE_PATHNAME', 'snowflake_next_batch_array_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:126
+-- src/sql/decode.rs:130
 -- snowflake_id::sql::decode::snowflake_node
 CREATE  FUNCTION "snowflake_node"(
 	"id" bigint /* i64 */
@@ -165,7 +174,7 @@ AS 'MODULE_PATHNAME', 'snowflake_node_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:133
+-- src/sql/decode.rs:137
 -- snowflake_id::sql::decode::snowflake_node
 CREATE  FUNCTION "snowflake_node"(
 	"id" bigint, /* i64 */
@@ -220,7 +229,7 @@ AS 'MODULE_PATHNAME', 'snowflake_parse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:144
+-- src/sql/decode.rs:148
 -- snowflake_id::sql::decode::snowflake_sequence
 CREATE  FUNCTION "snowflake_sequence"(
 	"id" bigint /* i64 */
@@ -231,7 +240,7 @@ AS 'MODULE_PATHNAME', 'snowflake_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:151
+-- src/sql/decode.rs:155
 -- snowflake_id::sql::decode::snowflake_sequence
 CREATE  FUNCTION "snowflake_sequence"(
 	"id" bigint, /* i64 */
@@ -273,7 +282,7 @@ AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:107
+-- src/sql/decode.rs:111
 -- snowflake_id::sql::decode::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint /* i64 */
@@ -284,7 +293,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:114
+-- src/sql/decode.rs:118
 -- snowflake_id::sql::decode::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint, /* i64 */
@@ -298,7 +307,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_given_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/mod.rs:34
+-- src/sql/mod.rs:36
 -- finalize
 
 -- Fail CREATE EXTENSION at once when the library is not preloaded, instead

@@ -64,6 +64,7 @@ pub extern "C-unwind" fn _PG_init() {
     pg::settings::define();
     pg::settings::validate_or_stop();
     pg::shmem::request();
+    pg::horizon::register();
     pg::rmgr::register();
     pg::lease_worker::register();
 }

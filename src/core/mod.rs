@@ -11,6 +11,7 @@ pub mod config;
 pub mod convert;
 pub mod epoch;
 pub mod generator;
+pub mod horizon;
 pub mod instance;
 pub mod layout;
 pub mod lease;

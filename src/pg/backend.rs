@@ -12,6 +12,7 @@ use crate::core::generator::{
 };
 use crate::pg::clock;
 use crate::pg::errors::{self, raise, Error};
+use crate::pg::horizon;
 use crate::pg::settings;
 use crate::pg::shmem::{self, Blocked, Shared};
 use pgrx::pg_sys;
@@ -83,6 +84,9 @@ fn in_recovery() -> bool {
 
 /// Issues `count` IDs under `policy` or raises the matching error.
 pub fn issue(config: &Config, shared: &Shared, policy: DriftPolicy, count: u64) -> IssuedRange {
+    // The read horizon's bound first (once per transaction): see
+    // core::horizon for why it must precede the compare-and-swap.
+    horizon::before_issue(config, &shared.generator, config.node_id.unwrap_or(0));
     let mut env = ServerEnv::new(config, shared);
     generator::issue(&shared.generator, &config.layout, policy, count, &mut env).unwrap_or_else(
         |e| match e {

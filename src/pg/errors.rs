@@ -82,6 +82,18 @@ pub enum Error {
     TimeBeyondTimestamp { time_ms: u64 },
     /// `snowflake_from_timestamp('infinity')`.
     InfiniteTimestamp,
+    // --- the read horizon
+    /// `snowflake_horizon()` on a standby.
+    HorizonInRecovery,
+    /// A backend without a slot (never expected: the slots cover every
+    /// backend).
+    HorizonNoSlot,
+    /// No room for a prepared transaction's bound (never expected: the
+    /// table has `max_prepared_transactions` entries).
+    HorizonPreparedFull { capacity: usize },
+    /// The prepared transactions' bounds could not be written.
+    HorizonPreparedUnwritable(String),
+
     /// A layout passed to a decoder as arguments that no server can run.
     LayoutArgument(LayoutError),
     /// An infinite epoch passed to a decoder.
@@ -334,6 +346,26 @@ impl Error {
                 Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
                 "an infinite timestamp has no snowflake ID",
                 "Pass a finite timestamp between snowflake_id.epoch and the end of the time field.",
+            ),
+            E::HorizonInRecovery => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "snowflake_horizon() is not available on a standby",
+                "Ask the primary: a standby knows neither which transactions are in progress there nor which IDs they issued.",
+            ),
+            E::HorizonNoSlot => report(
+                Code::ERRCODE_INTERNAL_ERROR,
+                "this process has no slot for the read horizon",
+                "This is a bug in snowflake_id; please report it with the server version and max_connections.",
+            ),
+            E::HorizonPreparedFull { capacity } => report(
+                Code::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+                format!("no room to keep the read horizon of this prepared transaction ({capacity} entries, all in use)"),
+                "Commit or roll back prepared transactions (SELECT * FROM pg_prepared_xacts), or raise max_prepared_transactions and restart.",
+            ),
+            E::HorizonPreparedUnwritable(message) => report(
+                Code::ERRCODE_IO_ERROR,
+                format!("could not keep the read horizon of this prepared transaction: {message}"),
+                "Check the data directory's free space and permissions; the transaction was not prepared.",
             ),
             E::LayoutArgument(e) => report(
                 Code::ERRCODE_INVALID_PARAMETER_VALUE,

@@ -10,6 +10,8 @@
 //!   configuration (held once);
 //! - [`wal`]: the lease records written to the WAL, and the wait for
 //!   synchronous standbys;
+//! - [`horizon`]: the read horizon's slots and prepared-transaction table
+//!   in shared memory, and its transaction callback;
 //! - [`shmem`]: the generator's place in shared memory, the lease (file and
 //!   WAL record), its redo, and accepting a configuration change;
 //! - [`rmgr`]: the custom WAL resource manager: redo and descriptions of
@@ -21,6 +23,7 @@
 pub mod backend;
 pub mod clock;
 pub mod errors;
+pub mod horizon;
 pub mod lease_worker;
 pub mod rmgr;
 pub mod settings;

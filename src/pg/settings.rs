@@ -30,6 +30,7 @@ use crate::pg::errors::{self, Error};
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::{CStr, CString};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 pub const DEFAULT_EPOCH: &str = "2025-01-01 00:00:00+00";
@@ -320,5 +321,21 @@ mod tests {
             "2025-01-01 00:00:00+00"
         );
         assert_eq!(one::<String>("SHOW snowflake_id.max_clock_drift"), "5s");
+    }
+}
+
+/// The data directory (`data_directory`): where the lease and the other
+/// files of the extension live.
+pub fn data_dir() -> PathBuf {
+    unsafe {
+        if pg_sys::DataDir.is_null() {
+            PathBuf::from(".")
+        } else {
+            PathBuf::from(
+                CStr::from_ptr(pg_sys::DataDir)
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        }
     }
 }

@@ -37,12 +37,12 @@ use crate::core::instance::{
 use crate::core::lease::LEASE_FILE_NAME;
 use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord, UNSET_NODE_ID};
 use crate::core::lease_wal::plan_replay;
-use crate::pg::{settings, wal};
+use crate::pg::settings::data_dir;
+use crate::pg::{horizon, settings, wal};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 const SHMEM_NAME: &CStr = c"snowflake_id";
@@ -129,7 +129,9 @@ pub fn request() {
 unsafe fn reserve() {
     unsafe {
         pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>());
-        pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), 1);
+        pg_sys::RequestAddinShmemSpace(horizon::request_size());
+        // The generator's lock, and the read horizon's (prepared transactions).
+        pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), 2);
     }
 }
 
@@ -181,6 +183,9 @@ unsafe extern "C-unwind" fn shmem_startup() {
             pg_sys::ConditionVariableInit(&raw mut (*shared).lease_raised);
             resume_from_lease(&mut *shared, config);
         }
+        horizon::attach(
+            &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr()).add(1)).lock,
+        );
         SHARED = shared;
         pg_sys::LWLockRelease(init_lock);
     }
@@ -372,21 +377,6 @@ fn hold(shared: &mut Shared, kind: Blocked, why: &str) {
 /// The shared state, or `None` when the library was not preloaded.
 pub fn shared() -> Option<&'static Shared> {
     unsafe { SHARED.as_ref() }
-}
-
-/// The data directory, where the lease lives.
-pub fn data_dir() -> PathBuf {
-    unsafe {
-        if pg_sys::DataDir.is_null() {
-            PathBuf::from(".")
-        } else {
-            PathBuf::from(
-                CStr::from_ptr(pg_sys::DataDir)
-                    .to_string_lossy()
-                    .into_owned(),
-            )
-        }
-    }
 }
 
 /// The lease record for `config` with lease `lease_until_ms` (ms since the

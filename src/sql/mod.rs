@@ -7,6 +7,7 @@
 //!   `snowflake_next_batch_array(n)`;
 //! - [`decode`]: reading IDs back, `snowflake_decode`, `snowflake_timestamp`,
 //!   `snowflake_node`, `snowflake_sequence`, `snowflake_from_timestamp`;
+//! - [`horizon`]: the commit-safe read horizon, `snowflake_horizon()`;
 //! - [`text_forms`]: IDs as text, `snowflake_encode` and `snowflake_parse`;
 //! - [`introspection`]: the generator's counters, `snowflake_stats()`;
 //! - [`configuration`]: accepting a deliberate change of the settings,
@@ -27,6 +28,7 @@ pub mod cluster;
 pub mod configuration;
 pub mod convert;
 pub mod decode;
+pub mod horizon;
 pub mod introspection;
 pub mod issue;
 pub mod text_forms;

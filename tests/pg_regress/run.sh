@@ -36,7 +36,7 @@ for t in setup "${tests[@]}"; do
 done
 
 port=$(free_port)
-cluster_init regress "$port" "snowflake_id.node_id = 5" "max_parallel_workers_per_gather = 0"
+cluster_init regress "$port" "snowflake_id.node_id = 5" "max_parallel_workers_per_gather = 0" "max_prepared_transactions = 5"
 cluster_start regress
 
 out="$SF_WORK/regress_out"

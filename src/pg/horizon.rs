@@ -1,0 +1,390 @@
+//! The read horizon's place in shared memory and its transaction hooks
+//! (the protocol and why it is safe: [`crate::core::horizon`]).
+//!
+//! One [`Slot`] per backend, indexed by the backend's place in PostgreSQL's
+//! array of processes (a parallel worker uses its leader's: the leader's
+//! transaction outlives it), and a table of the bounds of prepared
+//! transactions, guarded by the tranche's second LWLock (two-phase commit
+//! is rare; the slots take no lock). The table is kept in a file too
+//! ([`PREPARED_FILE_NAME`]): prepared transactions outlive a restart.
+//!
+//! The transaction callback, registered in the postmaster and inherited by
+//! every backend, clears the backend's slot once its transaction has ended
+//! (PostgreSQL calls it after the commit became visible), and moves the
+//! bound of a transaction being prepared into the table. A bound in the
+//! table goes when its transaction is no longer in progress: removed by the
+//! next horizon that sees it.
+
+use crate::core::config::Config;
+use crate::core::generator::SharedState;
+use crate::core::horizon::{self, read_prepared, write_prepared, Slot, EMPTY, PREPARED_FILE_NAME};
+use crate::pg::errors::{raise, Error};
+use crate::pg::settings::data_dir;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+const SHMEM_NAME: &CStr = c"snowflake_id horizon";
+/// Slots beyond `MaxBackends` for the auxiliary processes, which sit
+/// between the backends and the prepared transactions in PostgreSQL's
+/// array (never more than 38 up to 18); an index past the slots is
+/// refused, never written.
+const AUX_MARGIN: usize = 64;
+
+/// A prepared transaction's bound (`xid` 0: a free entry).
+#[repr(C)]
+struct PreparedEntry {
+    xid: AtomicU32,
+    bound: AtomicU64,
+}
+
+#[repr(C)]
+struct Header {
+    slot_count: usize,
+    prepared_capacity: usize,
+    lock: *mut pg_sys::LWLock,
+}
+
+static mut HEADER: *mut Header = std::ptr::null_mut();
+/// This backend published a bound for its current transaction.
+static mut PUBLISHED: bool = false;
+/// The transaction this backend is preparing, once its bound is in the
+/// table (removed again if the PREPARE fails).
+static mut PREPARING_XID: u32 = 0;
+
+fn max_prepared_transactions() -> usize {
+    unsafe {
+        let value = pg_sys::GetConfigOption(c"max_prepared_transactions".as_ptr(), false, false);
+        if value.is_null() {
+            return 0;
+        }
+        CStr::from_ptr(value)
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+fn sizes() -> (usize, usize) {
+    let slots = unsafe { pg_sys::MaxBackends } as usize + AUX_MARGIN;
+    (slots, max_prepared_transactions())
+}
+
+fn layout_size(slots: usize, prepared: usize) -> usize {
+    slots_offset()
+        + slots * std::mem::size_of::<Slot>()
+        + prepared * std::mem::size_of::<PreparedEntry>()
+}
+
+const fn slots_offset() -> usize {
+    // The header, rounded up to a slot's alignment.
+    std::mem::size_of::<Header>().div_ceil(64) * 64
+}
+
+/// Shared memory to request (from the request hook): the slots and the
+/// table.
+pub fn request_size() -> usize {
+    let (slots, prepared) = sizes();
+    layout_size(slots, prepared)
+}
+
+/// Creates or finds the horizon's shared memory (in the startup hook, under
+/// `AddinShmemInitLock`); at creation, the bounds of prepared transactions
+/// are read back from their file.
+///
+/// # Safety
+/// Called once per process from the shared memory startup hook.
+pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
+    unsafe {
+        let (slots, prepared) = sizes();
+        let mut found = false;
+        let base = pg_sys::ShmemInitStruct(
+            SHMEM_NAME.as_ptr(),
+            layout_size(slots, prepared),
+            &mut found,
+        )
+        .cast::<u8>();
+        let header = base.cast::<Header>();
+        if !found {
+            header.write(Header {
+                slot_count: slots,
+                prepared_capacity: prepared,
+                lock,
+            });
+            let slot_base = base.add(slots_offset()).cast::<Slot>();
+            for i in 0..slots {
+                slot_base.add(i).write(Slot::default());
+            }
+            let entries = slot_base.add(slots).cast::<PreparedEntry>();
+            for i in 0..prepared {
+                entries.add(i).write(PreparedEntry {
+                    xid: AtomicU32::new(0),
+                    bound: AtomicU64::new(EMPTY),
+                });
+            }
+            match read_prepared(&data_dir()) {
+                Ok(kept) => {
+                    for (i, (xid, bound)) in kept.into_iter().take(prepared).enumerate() {
+                        (*entries.add(i)).bound.store(bound, Ordering::SeqCst);
+                        (*entries.add(i)).xid.store(xid, Ordering::SeqCst);
+                    }
+                }
+                Err(e) => warning!(
+                    "snowflake_id: could not read \"{PREPARED_FILE_NAME}\" ({e}): transactions prepared before this start are outside snowflake_horizon() until they end"
+                ),
+            }
+        }
+        HEADER = header;
+    }
+}
+
+fn header() -> Option<&'static Header> {
+    unsafe { HEADER.as_ref() }
+}
+
+fn slots(header: &Header) -> &'static [Slot] {
+    unsafe {
+        let base = (header as *const Header)
+            .cast::<u8>()
+            .add(slots_offset())
+            .cast::<Slot>();
+        std::slice::from_raw_parts(base, header.slot_count)
+    }
+}
+
+fn entries(header: &Header) -> &'static [PreparedEntry] {
+    unsafe {
+        let base = (header as *const Header)
+            .cast::<u8>()
+            .add(slots_offset())
+            .cast::<Slot>()
+            .add(header.slot_count)
+            .cast::<PreparedEntry>();
+        std::slice::from_raw_parts(base, header.prepared_capacity)
+    }
+}
+
+/// Whether a transaction (a prepared one included) is still in progress.
+fn in_progress(xid: u32) -> bool {
+    unsafe { pg_sys::TransactionIdIsInProgress(pg_sys::TransactionId::from_inner(xid)) }
+}
+
+/// The index of a process in PostgreSQL's array of processes.
+fn proc_index(proc: *mut pg_sys::PGPROC) -> Option<usize> {
+    unsafe {
+        if proc.is_null() || pg_sys::ProcGlobal.is_null() {
+            return None;
+        }
+        usize::try_from(proc.offset_from((*pg_sys::ProcGlobal).allProcs)).ok()
+    }
+}
+
+/// The slot this process publishes into: its own, or its parallel
+/// leader's (a parallel worker's IDs belong to the leader's transaction).
+fn publishing_slot(header: &Header) -> Option<&'static Slot> {
+    unsafe {
+        if pg_sys::MyProc.is_null() {
+            return None;
+        }
+        let leader = (*pg_sys::MyProc).lockGroupLeader;
+        let owner = if leader.is_null() {
+            pg_sys::MyProc
+        } else {
+            leader
+        };
+        proc_index(owner).and_then(|i| slots(header).get(i))
+    }
+}
+
+/// The slot this process owns, the only one it ever clears. Never the
+/// leader's: a parallel worker commits transactions of its own (the one
+/// that connects it to the database, before its part of the query) while
+/// its leader's transaction goes on.
+fn own_slot(header: &Header) -> Option<&'static Slot> {
+    unsafe { proc_index(pg_sys::MyProc).and_then(|i| slots(header).get(i)) }
+}
+
+/// Before the first ID of a transaction: publish the smallest ID the
+/// generator can issue from now on. Called by every issuing path before
+/// the generator's compare-and-swap; after the first, a local flag only.
+pub fn before_issue(config: &Config, generator: &SharedState, node: u64) {
+    unsafe {
+        if PUBLISHED {
+            return;
+        }
+    }
+    let Some(header) = header() else { return };
+    let Some(slot) = publishing_slot(header) else {
+        raise(Error::HorizonNoSlot)
+    };
+    slot.publish(next_id(config, generator, node));
+    unsafe { PUBLISHED = true };
+}
+
+/// The smallest ID the generator can issue after its last pair.
+fn next_id(config: &Config, generator: &SharedState, node: u64) -> u64 {
+    let layout = &config.layout;
+    let pair = generator.pair.load(Ordering::SeqCst);
+    layout.id_of_pair(pair.saturating_add(1).min(layout.max_pair()), node) as u64
+}
+
+/// `snowflake_horizon()`: the generator's next ID first, then the slots,
+/// then the prepared transactions still in progress.
+pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
+    let Some(node) = config.node_id else {
+        raise(Error::NodeIdUnset {
+            max_node: config.layout.max_node(),
+        })
+    };
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        raise(Error::HorizonInRecovery);
+    }
+    let Some(header) = header() else {
+        raise(Error::NotPreloaded)
+    };
+    let next = next_id(config, generator, node);
+    let slot_min = horizon::horizon(next, slots(header).iter().map(Slot::get));
+    let mut prepared_min = EMPTY;
+    let mut ended = Vec::new();
+    unsafe {
+        pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_SHARED);
+        for entry in entries(header) {
+            let xid = entry.xid.load(Ordering::SeqCst);
+            if xid != 0 {
+                if in_progress(xid) {
+                    prepared_min = prepared_min.min(entry.bound.load(Ordering::SeqCst));
+                } else {
+                    ended.push(xid);
+                }
+            }
+        }
+        pg_sys::LWLockRelease(header.lock);
+    }
+    if !ended.is_empty() {
+        forget_prepared(header, &ended);
+    }
+    slot_min.min(prepared_min) as i64
+}
+
+/// Removes the bounds of prepared transactions that have ended, and keeps
+/// the file in step.
+fn forget_prepared(header: &Header, xids: &[u32]) {
+    unsafe {
+        pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        for entry in entries(header) {
+            let xid = entry.xid.load(Ordering::SeqCst);
+            if xid != 0 && xids.contains(&xid) {
+                entry.xid.store(0, Ordering::SeqCst);
+                entry.bound.store(EMPTY, Ordering::SeqCst);
+            }
+        }
+        let kept = kept_entries(header);
+        let written = write_prepared(&data_dir(), &kept);
+        pg_sys::LWLockRelease(header.lock);
+        if let Err(e) = written {
+            warning!("snowflake_id: could not write \"{PREPARED_FILE_NAME}\": {e}");
+        }
+    }
+}
+
+fn kept_entries(header: &Header) -> Vec<(u32, u64)> {
+    entries(header)
+        .iter()
+        .filter_map(|e| {
+            let xid = e.xid.load(Ordering::SeqCst);
+            (xid != 0).then(|| (xid, e.bound.load(Ordering::SeqCst)))
+        })
+        .collect()
+}
+
+/// PREPARE TRANSACTION: the bound moves into the table (and its file)
+/// before the slot is cleared, so a horizon always sees one of the two.
+unsafe fn keep_prepared(header: &Header, bound: u64) {
+    unsafe {
+        let xid = pg_sys::GetTopTransactionIdIfAny().into_inner();
+        if xid == 0 {
+            // No transaction id: nothing written, no row to protect.
+            return;
+        }
+        pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        // Entries of prepared transactions that ended make room first.
+        for entry in entries(header) {
+            let old = entry.xid.load(Ordering::SeqCst);
+            if old != 0 && !in_progress(old) {
+                entry.xid.store(0, Ordering::SeqCst);
+                entry.bound.store(EMPTY, Ordering::SeqCst);
+            }
+        }
+        let Some(free) = entries(header)
+            .iter()
+            .find(|e| e.xid.load(Ordering::SeqCst) == 0)
+        else {
+            pg_sys::LWLockRelease(header.lock);
+            raise(Error::HorizonPreparedFull {
+                capacity: header.prepared_capacity,
+            })
+        };
+        free.bound.store(bound, Ordering::SeqCst);
+        free.xid.store(xid, Ordering::SeqCst);
+        PREPARING_XID = xid;
+        let written = write_prepared(&data_dir(), &kept_entries(header));
+        pg_sys::LWLockRelease(header.lock);
+        if let Err(e) = written {
+            // Before PREPARE is durable: failing it keeps the promise.
+            raise(Error::HorizonPreparedUnwritable(e.to_string()));
+        }
+    }
+}
+
+/// Registers the transaction callback (in `_PG_init`, while preloading:
+/// every backend inherits it).
+pub fn register() {
+    unsafe { pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut()) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_callback(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    let Some(header) = header() else { return };
+    unsafe {
+        match event {
+            XACT_EVENT_COMMIT | XACT_EVENT_ABORT => {
+                // (Its parallel workers may have published into it.)
+                if let Some(slot) = own_slot(header) {
+                    if PUBLISHED || slot.get() != EMPTY {
+                        slot.clear();
+                    }
+                }
+                PUBLISHED = false;
+                if event == XACT_EVENT_ABORT && PREPARING_XID != 0 {
+                    // The PREPARE failed: its bound goes with it.
+                    let xid = PREPARING_XID;
+                    PREPARING_XID = 0;
+                    forget_prepared(header, &[xid]);
+                }
+            }
+            // A parallel worker's end: the leader's transaction goes on.
+            XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PARALLEL_ABORT => PUBLISHED = false,
+            XACT_EVENT_PRE_PREPARE => {
+                if let Some(slot) = own_slot(header) {
+                    let bound = slot.get();
+                    if bound != EMPTY {
+                        keep_prepared(header, bound);
+                        slot.clear();
+                    }
+                }
+                PUBLISHED = false;
+            }
+            XACT_EVENT_PREPARE => {
+                PREPARING_XID = 0;
+                PUBLISHED = false;
+            }
+            _ => {}
+        }
+    }
+}
