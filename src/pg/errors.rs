@@ -93,6 +93,8 @@ pub enum Error {
     HorizonPreparedFull { capacity: usize },
     /// The prepared transactions' bounds could not be written.
     HorizonPreparedUnwritable(String),
+    /// A prepared transaction whose bound this server does not know.
+    HorizonUnknownPrepared { xid: u32, gid: String },
 
     /// A layout passed to a decoder as arguments that no server can run.
     LayoutArgument(LayoutError),
@@ -361,6 +363,12 @@ impl Error {
                 Code::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
                 format!("no room to keep the read horizon of this prepared transaction ({capacity} entries, all in use)"),
                 "Commit or roll back prepared transactions (SELECT * FROM pg_prepared_xacts), or raise max_prepared_transactions and restart.",
+            ),
+            E::HorizonUnknownPrepared { xid, gid } => report_with_detail(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("the read horizon cannot account for the prepared transaction '{gid}' (xid {xid})"),
+                "It was prepared before this server started (before a failover or a restore, or its bound in snowflake_id.prepared was lost), so the IDs it issued are unknown here, and its rows may still commit below any horizon.",
+                format!("End it: COMMIT PREPARED '{gid}' or ROLLBACK PREPARED '{gid}' (SELECT * FROM pg_prepared_xacts); then the horizon is available again."),
             ),
             E::HorizonPreparedUnwritable(message) => report(
                 Code::ERRCODE_IO_ERROR,

@@ -126,13 +126,19 @@ pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
             }
             match read_prepared(&data_dir()) {
                 Ok(kept) => {
+                    if kept.len() > prepared {
+                        warning!(
+                            "snowflake_id: \"{PREPARED_FILE_NAME}\" holds {} bounds, more than max_prepared_transactions ({prepared}); snowflake_horizon() refuses while a prepared transaction it lost is open",
+                            kept.len()
+                        );
+                    }
                     for (i, (xid, bound)) in kept.into_iter().take(prepared).enumerate() {
                         (*entries.add(i)).bound.store(bound, Ordering::SeqCst);
                         (*entries.add(i)).xid.store(xid, Ordering::SeqCst);
                     }
                 }
                 Err(e) => warning!(
-                    "snowflake_id: could not read \"{PREPARED_FILE_NAME}\" ({e}): transactions prepared before this start are outside snowflake_horizon() until they end"
+                    "snowflake_id: could not read \"{PREPARED_FILE_NAME}\" ({e}): snowflake_horizon() refuses while a transaction prepared before this start is open"
                 ),
             }
         }
@@ -244,6 +250,12 @@ pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
     let Some(header) = header() else {
         raise(Error::NotPreloaded)
     };
+    // The prepared transactions, read before their bounds: a transaction
+    // listed here wrote its bound before it was listed (PRE_PREPARE comes
+    // first), so each must have one below unless it was prepared before
+    // this server started and its bound was lost (a failover, a
+    // point-in-time restore, an unreadable file).
+    let prepared = prepared_transactions();
     let next = next_id(config, generator, node);
     let slot_min = horizon::horizon(next, slots(header).iter().map(Slot::get));
     let mut prepared_min = EMPTY;
@@ -265,7 +277,30 @@ pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
     if !ended.is_empty() {
         forget_prepared(header, &ended);
     }
+    let known: Vec<u32> = kept_entries(header).iter().map(|(xid, _)| *xid).collect();
+    if let Some((xid, gid)) = prepared.into_iter().find(|(xid, _)| !known.contains(xid)) {
+        raise(Error::HorizonUnknownPrepared { xid, gid });
+    }
     slot_min.min(prepared_min) as i64
+}
+
+/// `(xid, gid)` of every prepared transaction (`pg_prepared_xacts`).
+fn prepared_transactions() -> Vec<(u32, String)> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT transaction::text::bigint, gid FROM pg_catalog.pg_prepared_xacts",
+                None,
+                &[],
+            )
+            .unwrap_or_else(|e| raise(e))
+            .filter_map(|row| {
+                let xid = row.get::<i64>(1).ok()??;
+                let gid = row.get::<String>(2).ok()??;
+                Some((u32::try_from(xid).ok()?, gid))
+            })
+            .collect()
+    })
 }
 
 /// Removes the bounds of prepared transactions that have ended, and keeps
@@ -273,15 +308,21 @@ pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
 fn forget_prepared(header: &Header, xids: &[u32]) {
     unsafe {
         pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut removed = false;
         for entry in entries(header) {
             let xid = entry.xid.load(Ordering::SeqCst);
             if xid != 0 && xids.contains(&xid) {
                 entry.xid.store(0, Ordering::SeqCst);
                 entry.bound.store(EMPTY, Ordering::SeqCst);
+                removed = true;
             }
         }
-        let kept = kept_entries(header);
-        let written = write_prepared(&data_dir(), &kept);
+        // (Another backend may have removed them first.)
+        let written = if removed {
+            write_prepared(&data_dir(), &kept_entries(header))
+        } else {
+            Ok(())
+        };
         pg_sys::LWLockRelease(header.lock);
         if let Err(e) = written {
             warning!("snowflake_id: could not write \"{PREPARED_FILE_NAME}\": {e}");
@@ -304,8 +345,10 @@ fn kept_entries(header: &Header) -> Vec<(u32, u64)> {
 unsafe fn keep_prepared(header: &Header, bound: u64) {
     unsafe {
         let xid = pg_sys::GetTopTransactionIdIfAny().into_inner();
-        if xid == 0 {
-            // No transaction id: nothing written, no row to protect.
+        if xid == 0 || header.prepared_capacity == 0 {
+            // No transaction id: nothing written, no row to protect. No
+            // room at all: prepared transactions are disabled, and
+            // PostgreSQL refuses this one right after.
             return;
         }
         pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
@@ -381,6 +424,11 @@ unsafe extern "C-unwind" fn xact_callback(
                 PUBLISHED = false;
             }
             XACT_EVENT_PREPARE => {
+                // (An ID issued after our PRE_PREPARE, by another library's
+                // callback, would have left a bound: above the kept one.)
+                if let Some(slot) = own_slot(header) {
+                    slot.clear();
+                }
                 PREPARING_XID = 0;
                 PUBLISHED = false;
             }

@@ -2,7 +2,7 @@
 # snowflake_horizon() under load: consumers that page through an outbox by
 # ID miss no row when they read below the horizon, and do miss rows when
 # they only read above the last ID they saw.
-#   - writers: 6 pgbench clients, each transaction 20 rows, a random pause
+#   - writers: 6 pgbench clients, each transaction 40 rows, a random pause
 #     of 0 to 30 ms before it ends, 10% rolled back; meanwhile a loop of
 #     prepared transactions (20 rows each) from sessions that exit at once,
 #     committed (or, one in four, rolled back) 1 to 2 s later from another
@@ -16,7 +16,10 @@
 #   - IDs issued by parallel workers hold their leader's transaction's
 #     horizon until it commits;
 #   - a transaction prepared before a restart holds the horizon after it
-#     (kept in snowflake_id.prepared), until COMMIT PREPARED.
+#     (kept in snowflake_id.prepared), until COMMIT PREPARED; one whose
+#     bound was lost makes the horizon refuse (55000) until it ends;
+#   - a commit waiting for a synchronous standby (not visible yet) holds the
+#     horizon until it is visible.
 #
 # Run from the repository root, with the extension installed:
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/horizon.sh
@@ -158,4 +161,44 @@ psql_on h -c "COMMIT PREPARED 'across'" >/dev/null
   fail "after COMMIT PREPARED, the horizon does not move past its ID"
 [ ! -f "$(cluster_dir h)/snowflake_id.prepared" ] || fail "snowflake_id.prepared is left after the last prepared transaction ended"
 pass "a transaction prepared before a restart holds the horizon after it, until COMMIT PREPARED"
+
+# A prepared transaction whose bound was lost (here: the file removed while
+# the server was down; after a failover or a restore there is none): the
+# horizon refuses, naming it, until it ends.
+psql_on h -o /dev/null -c "BEGIN" -c "INSERT INTO outbox (payload) VALUES ('lost bound')" -c "PREPARE TRANSACTION 'lost'"
+cluster_stop h
+rm "$(cluster_dir h)/snowflake_id.prepared"
+cluster_start h || fail "the server did not restart"
+err=$(sql_error h "SELECT snowflake_horizon()") || fail "the horizon was given with a prepared transaction whose bound is unknown"
+[ "$(sqlstate_of "$err")" = 55000 ] && echo "$err" | grep -q "prepared transaction 'lost'" ||
+  { echo "$err"; fail "expected 55000 naming the prepared transaction 'lost'"; }
+psql_on h -c "COMMIT PREPARED 'lost'" >/dev/null
+[ "$(sql_value h "SELECT snowflake_horizon() > (SELECT max(id) FROM outbox)")" = t ] ||
+  fail "after the unknown prepared transaction ended, the horizon is not back"
+pass "a prepared transaction with no known bound: the horizon refuses (55000, naming it) until it ends"
+
+# A commit that waits (here for a synchronous standby that never comes) is
+# not visible yet: its ID still holds the horizon, and only after the commit
+# is visible does the horizon pass it.
+psql_on h -o /dev/null -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()"
+psql_on h -c "SET synchronous_commit = on" -c "INSERT INTO outbox (payload) VALUES ('waits for a standby')" \
+  > "$SF_WORK/waiting.out" 2>&1 &
+waiting=$!
+for _ in $(seq 1 100); do
+  [ "$(sql_value h "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")" = 1 ] && break
+  sleep 0.1
+done
+[ "$(sql_value h "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")" = 1 ] ||
+  fail "the insert did not wait for the synchronous standby"
+during=$(sql_value h "SELECT snowflake_horizon()")
+[ "$(sql_value h "SELECT count(*) FROM outbox WHERE payload = 'waits for a standby'")" = 0 ] ||
+  fail "the waiting commit is already visible"
+psql_on h -o /dev/null -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+wait "$waiting" || true
+psql_on h -o /dev/null -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()"
+waited=$(sql_value h "SELECT id FROM outbox WHERE payload = 'waits for a standby'")
+[ -n "$waited" ] || { cat "$SF_WORK/waiting.out"; fail "the cancelled wait did not leave the row committed"; }
+[ "$during" -le "$waited" ] || fail "while its commit waited, the horizon ($during) passed the row's ID ($waited)"
+[ "$(sql_value h "SELECT snowflake_horizon() > $waited")" = t ] || fail "after the commit, the horizon does not pass the row's ID"
+pass "a commit waiting for a synchronous standby holds the horizon until it is visible"
 pass "horizon"
