@@ -86,7 +86,7 @@ fn in_recovery() -> bool {
 pub fn issue(config: &Config, shared: &Shared, policy: DriftPolicy, count: u64) -> IssuedRange {
     // The read horizon's bound first (once per transaction): see
     // core::horizon for why it must precede the compare-and-swap.
-    horizon::before_issue(config, &shared.generator, config.node_id.unwrap_or(0));
+    horizon::before_issue(config, &shared.generator);
     let mut env = ServerEnv::new(config, shared);
     generator::issue(&shared.generator, &config.layout, policy, count, &mut env).unwrap_or_else(
         |e| match e {

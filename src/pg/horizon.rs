@@ -160,14 +160,10 @@ fn slots(header: &Header) -> &'static [Slot] {
     }
 }
 
+/// The prepared transactions' table, right after the slots.
 fn entries(header: &Header) -> &'static [PreparedEntry] {
     unsafe {
-        let base = (header as *const Header)
-            .cast::<u8>()
-            .add(slots_offset())
-            .cast::<Slot>()
-            .add(header.slot_count)
-            .cast::<PreparedEntry>();
+        let base = slots(header).as_ptr_range().end.cast::<PreparedEntry>();
         std::slice::from_raw_parts(base, header.prepared_capacity)
     }
 }
@@ -215,7 +211,7 @@ fn own_slot(header: &Header) -> Option<&'static Slot> {
 /// Before the first ID of a transaction: publish the smallest ID the
 /// generator can issue from now on. Called by every issuing path before
 /// the generator's compare-and-swap; after the first, a local flag only.
-pub fn before_issue(config: &Config, generator: &SharedState, node: u64) {
+pub fn before_issue(config: &Config, generator: &SharedState) {
     unsafe {
         if PUBLISHED {
             return;
@@ -225,7 +221,8 @@ pub fn before_issue(config: &Config, generator: &SharedState, node: u64) {
     let Some(slot) = publishing_slot(header) else {
         raise(Error::HorizonNoSlot)
     };
-    slot.publish(next_id(config, generator, node));
+    // (Issuing checked the node id first.)
+    slot.publish(next_id(config, generator, config.node_id.unwrap_or(0)));
     unsafe { PUBLISHED = true };
 }
 
@@ -258,27 +255,28 @@ pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
     let prepared = prepared_transactions();
     let next = next_id(config, generator, node);
     let slot_min = horizon::horizon(next, slots(header).iter().map(Slot::get));
+    let known = unsafe {
+        pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_SHARED);
+        let known = kept_entries(header);
+        pg_sys::LWLockRelease(header.lock);
+        known
+    };
     let mut prepared_min = EMPTY;
     let mut ended = Vec::new();
-    unsafe {
-        pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_SHARED);
-        for entry in entries(header) {
-            let xid = entry.xid.load(Ordering::SeqCst);
-            if xid != 0 {
-                if in_progress(xid) {
-                    prepared_min = prepared_min.min(entry.bound.load(Ordering::SeqCst));
-                } else {
-                    ended.push(xid);
-                }
-            }
+    for &(xid, bound) in &known {
+        if in_progress(xid) {
+            prepared_min = prepared_min.min(bound);
+        } else {
+            ended.push(xid);
         }
-        pg_sys::LWLockRelease(header.lock);
     }
     if !ended.is_empty() {
-        forget_prepared(header, &ended);
+        forget_prepared(header, |xid| ended.contains(&xid));
     }
-    let known: Vec<u32> = kept_entries(header).iter().map(|(xid, _)| *xid).collect();
-    if let Some((xid, gid)) = prepared.into_iter().find(|(xid, _)| !known.contains(xid)) {
+    if let Some((xid, gid)) = prepared
+        .into_iter()
+        .find(|(xid, _)| !known.iter().any(|(k, _)| k == xid))
+    {
         raise(Error::HorizonUnknownPrepared { xid, gid });
     }
     slot_min.min(prepared_min) as i64
@@ -303,22 +301,28 @@ fn prepared_transactions() -> Vec<(u32, String)> {
     })
 }
 
+/// Frees the entries whose transaction `gone` says has ended; returns
+/// whether it freed any. The caller holds the lock exclusively.
+fn free_entries(header: &Header, gone: impl Fn(u32) -> bool) -> bool {
+    let mut freed = false;
+    for entry in entries(header) {
+        let xid = entry.xid.load(Ordering::SeqCst);
+        if xid != 0 && gone(xid) {
+            entry.xid.store(0, Ordering::SeqCst);
+            entry.bound.store(EMPTY, Ordering::SeqCst);
+            freed = true;
+        }
+    }
+    freed
+}
+
 /// Removes the bounds of prepared transactions that have ended, and keeps
 /// the file in step.
-fn forget_prepared(header: &Header, xids: &[u32]) {
+fn forget_prepared(header: &Header, gone: impl Fn(u32) -> bool) {
     unsafe {
         pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut removed = false;
-        for entry in entries(header) {
-            let xid = entry.xid.load(Ordering::SeqCst);
-            if xid != 0 && xids.contains(&xid) {
-                entry.xid.store(0, Ordering::SeqCst);
-                entry.bound.store(EMPTY, Ordering::SeqCst);
-                removed = true;
-            }
-        }
         // (Another backend may have removed them first.)
-        let written = if removed {
+        let written = if free_entries(header, gone) {
             write_prepared(&data_dir(), &kept_entries(header))
         } else {
             Ok(())
@@ -353,13 +357,7 @@ unsafe fn keep_prepared(header: &Header, bound: u64) {
         }
         pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         // Entries of prepared transactions that ended make room first.
-        for entry in entries(header) {
-            let old = entry.xid.load(Ordering::SeqCst);
-            if old != 0 && !in_progress(old) {
-                entry.xid.store(0, Ordering::SeqCst);
-                entry.bound.store(EMPTY, Ordering::SeqCst);
-            }
-        }
+        free_entries(header, |old| !in_progress(old));
         let Some(free) = entries(header)
             .iter()
             .find(|e| e.xid.load(Ordering::SeqCst) == 0)
@@ -398,8 +396,10 @@ unsafe extern "C-unwind" fn xact_callback(
         match event {
             XACT_EVENT_COMMIT | XACT_EVENT_ABORT => {
                 // (Its parallel workers may have published into it.)
+                // (A read, not a write, for the many transactions that
+                // issued nothing.)
                 if let Some(slot) = own_slot(header) {
-                    if PUBLISHED || slot.get() != EMPTY {
+                    if slot.get() != EMPTY {
                         slot.clear();
                     }
                 }
@@ -408,7 +408,7 @@ unsafe extern "C-unwind" fn xact_callback(
                     // The PREPARE failed: its bound goes with it.
                     let xid = PREPARING_XID;
                     PREPARING_XID = 0;
-                    forget_prepared(header, &[xid]);
+                    forget_prepared(header, |old| old == xid);
                 }
             }
             // A parallel worker's end: the leader's transaction goes on.
