@@ -167,11 +167,7 @@ if [ -x "$PG_BIN/pg_createsubscriber" ]; then
   cluster_start sub
   wait_for_replay sub pub
   cluster_stop sub
-  sub_log="$SF_WORK/pg_createsubscriber.log"
-  (cd "$SF_WORK" && as_pg "$PG_BIN/pg_createsubscriber" -D "$(cluster_dir sub)" \
-    -P "host=127.0.0.1 port=$(cluster_port pub) user=postgres dbname=postgres" -d postgres \
-    -U postgres -s "$SF_WORK" -p "$(free_port)" >"$sub_log" 2>&1) ||
-    { tail -20 "$sub_log"; fail "pg_createsubscriber failed"; }
+  create_subscriber sub pub
   pass "pg_createsubscriber converted a standby of node 11 into a logical subscriber"
   cluster_start sub
   [ "$(sql_value sub "SELECT system_identifier FROM pg_control_system()")" != "$(sql_value pub "SELECT system_identifier FROM pg_control_system()")" ] ||

@@ -292,3 +292,16 @@ wait_for_replay() {
   done
   fail "$1 did not replay up to $lsn within 60 s"
 }
+
+# create_subscriber NAME FROM [OPTION...]: pg_createsubscriber (17 and later)
+# converts NAME, a stopped streaming standby of the running cluster FROM,
+# into a logical subscriber of FROM's database postgres; extra options
+# (--publication, --subscription) are passed on. Fails with its log's tail.
+create_subscriber() {
+  local name=$1 from=$2 log="$SF_WORK/pg_createsubscriber.$1.log"
+  shift 2
+  (cd "$SF_WORK" && as_pg "$PG_BIN/pg_createsubscriber" -D "$(cluster_dir "$name")" \
+    -P "host=127.0.0.1 port=$(cluster_port "$from") user=postgres dbname=postgres" -d postgres \
+    "$@" -U postgres -s "$SF_WORK" -p "$(free_port)" >"$log" 2>&1) ||
+    { tail -20 "$log"; fail "pg_createsubscriber failed on $name"; }
+}

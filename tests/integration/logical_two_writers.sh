@@ -53,11 +53,7 @@ cluster_basebackup b "$(free_port)" a
 cluster_start b || fail "B (A's standby) did not start"
 wait_for_replay b a
 cluster_stop b
-out="$SF_WORK/pg_createsubscriber.log"
-(cd "$SF_WORK" && as_pg "$PG_BIN/pg_createsubscriber" -D "$(cluster_dir b)" \
-  -P "host=127.0.0.1 port=$(cluster_port a) user=postgres dbname=postgres" -d postgres \
-  --publication writers_a --subscription from_a -U postgres -s "$SF_WORK" -p "$(free_port)" >"$out" 2>&1) ||
-  { tail -20 "$out"; fail "pg_createsubscriber failed"; }
+create_subscriber b a --publication writers_a --subscription from_a
 cluster_start b || fail "B did not start after pg_createsubscriber"
 err=$(sql_error b "SELECT snowflake_next()") || fail "B, converted from A's standby with A's node id, issued an ID"
 [ "$(sqlstate_of "$err")" = 55000 ] || { echo "$err"; fail "B: expected 55000 (a copy)"; }
