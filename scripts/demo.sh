@@ -52,6 +52,9 @@ demo_psql() {
 # Stops the demo cluster if it runs and removes its directory. Only removes a
 # directory this script created (it holds the marker file), or an empty one.
 demo_stop() {
+  # Nothing to stop on a first run: no directory (and perhaps no postgres
+  # user or sudo yet, before set-up has installed them).
+  [ -d "$DEMO_DIR" ] || return 0
   if as_pg test -f "$DATA/postmaster.pid"; then
     echo "demo: stopping the demo cluster in $DATA"
     as_pg "$PG_BIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop >/dev/null ||

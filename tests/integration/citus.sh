@@ -23,9 +23,9 @@
 #     no id; a worker replaced by a standby (in recovery); a node down.
 #
 # Needs Citus built into the server under test (scripts/setup.sh does it for
-# PostgreSQL 17, scripts/postgres.sh install_citus). Run from the repository
+# PostgreSQL 18, scripts/postgres.sh install_citus). Run from the repository
 # root, with the extension installed:
-#   PG_BIN=$(dirname "$(scripts/pg_config.sh 17)") \
+#   PG_BIN=$(dirname "$(scripts/pg_config.sh 18)") \
 #     flock /tmp/snowflake_id.pg.lock bash tests/integration/citus.sh
 # SF_CITUS_TX (default 200) sets the transactions of each pgbench client.
 set -euo pipefail
@@ -36,7 +36,7 @@ set -euo pipefail
 
 require_installed_extension
 citus_installed "$PG_BIN/pg_config" ||
-  fail "Citus $CITUS_VERSION is not installed into $PG_BIN/.. (scripts/setup.sh --pg 17 builds it from citus-$CITUS_VERSION.tar.xz in ../shared/citus or SF_CITUS_SRC; see its warning)"
+  fail "Citus $CITUS_VERSION is not installed into $PG_BIN/.. (scripts/setup.sh --pg 18 builds it from citus-$CITUS_VERSION.tar.xz in ../shared/citus or SF_CITUS_SRC; see its warning)"
 CITUS_TX=${SF_CITUS_TX:-200}
 CITUS=examples/citus
 doc_shows_file docs/sharding.md "$CITUS/coordinator.sql" "examples/citus/coordinator.sql" ||

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Can a fresh machine still fetch what set-up needs? Downloads every pinned
+# file of scripts/sources.sh from its locations (never from the cache or
+# SF_PG_FILES) into a scratch directory, through the ordinary clients (pip,
+# apt-get), and checks its SHA-256. scripts/test.sh runs it first, so that CI
+# fails when a fresh machine would, even where everything is cached.
+#
+#   scripts/check_sources.sh           exit 1 when some server (or Citus)
+#                                      has no source left; a pinned file
+#                                      that is gone while its fallback
+#                                      still works is a WARNING
+#   scripts/check_sources.sh --strict  exit 1 when any pinned file is gone
+#
+# SF_PG_SKIP_LOCATIONS (scripts/sources.sh) makes locations look unreachable:
+# that is how the check is seen to fail.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=postgres.sh
+. "$ROOT/scripts/postgres.sh"
+
+strict=0
+case ${1:-} in
+  --strict) strict=1 ;;
+  "") ;;
+  *) echo "check_sources: unknown argument '$1' (usage: scripts/check_sources.sh [--strict])" >&2; exit 2 ;;
+esac
+
+# What each server needs: one of the IDs of each group ("|" separates
+# alternatives, tried in this order by scripts/postgres.sh).
+NEEDS=("16:pg16|pg16-fallback" "17:pg17" "17:pg17-headers" "18:pg18|pg18-fallback" "citus:citus")
+
+_pg_as_root mkdir -p "$SF_PG_CACHE"
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/snowflake_sources.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+
+declare -A fetched=()
+gone=0
+for id in $(source_ids); do
+  if path=$(fetch_source_remote "$id" "$scratch" 2>"$scratch/$id.err"); then
+    fetched[$id]=1
+    echo "check_sources: ok       $id: $(basename "$path")"
+    rm -f "$path"
+  else
+    gone=$((gone + 1))
+    echo "check_sources: MISSING  $id: $(source_file "$id") (SHA-256 and locations in scripts/sources.sh)"
+    sed 's/^/    /' "$scratch/$id.err"
+  fi
+done
+
+broken=0
+for need in "${NEEDS[@]}"; do
+  what=${need%%:*} ids=${need#*:} found=""
+  IFS='|' read -r -a alternatives <<<"$ids"
+  for id in "${alternatives[@]}"; do
+    [ -n "${fetched[$id]:-}" ] && { found=$id; break; }
+  done
+  if [ -z "$found" ]; then
+    echo "check_sources: FAIL: a fresh machine cannot install $what: none of ${alternatives[*]} can be fetched" >&2
+    broken=1
+  elif [ "$found" != "${alternatives[0]}" ]; then
+    echo "check_sources: WARNING: $what installs from its fallback $found: ${alternatives[0]} is gone (update its pin in scripts/sources.sh)" >&2
+  fi
+done
+
+if [ $broken -eq 1 ]; then
+  echo "check_sources: supply the missing files by hand (SF_PG_FILES, see scripts/sources.sh) or update their pins" >&2
+  exit 1
+fi
+if [ $strict -eq 1 ] && [ $gone -gt 0 ]; then
+  echo "check_sources: $gone pinned file(s) gone (--strict)" >&2
+  exit 1
+fi
+echo "check_sources: a fresh machine can fetch every server's files"

