@@ -11,9 +11,17 @@
 //! The transaction callback, registered in the postmaster and inherited by
 //! every backend, clears the backend's slot once its transaction has ended
 //! (PostgreSQL calls it after the commit became visible), and moves the
-//! bound of a transaction being prepared into the table. A bound in the
-//! table goes when its transaction is no longer in progress: removed by the
-//! next horizon that sees it.
+//! bound of a transaction being prepared into the table. A transaction
+//! prepared without having issued an ID gets an entry too, with no bound
+//! ([`EMPTY`]): it holds nothing back, and the horizon must know that it is
+//! not a transaction whose bound was lost (Citus prepares one on every
+//! worker for each distributed write, logical replication with
+//! `two_phase`, any `PREPARE TRANSACTION`). That entry is kept in memory
+//! and goes into the file only when the file is written anyway, so that
+//! such a PREPARE costs no extra fsync; after a restart, one still open is
+//! unknown again, and the horizon refuses until it ends (the safe side).
+//! An entry goes when its transaction is no longer in progress: removed by
+//! the next horizon or PREPARE that sees it.
 
 use crate::core::config::Config;
 use crate::core::generator::SharedState;
@@ -273,9 +281,14 @@ pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
     if !ended.is_empty() {
         forget_prepared(header, |xid| ended.contains(&xid));
     }
+    // Unknown: listed, without an entry, and still in progress. (Listed,
+    // then committed and its entry freed by another backend before the
+    // table was read: no longer in progress, and it holds nothing back. An
+    // entry is freed only once its transaction has ended, and a transaction
+    // id does not come back, so this check after the read is exact.)
     if let Some((xid, gid)) = prepared
         .into_iter()
-        .find(|(xid, _)| !known.iter().any(|(k, _)| k == xid))
+        .find(|(xid, _)| !known.iter().any(|(k, _)| k == xid) && in_progress(*xid))
     {
         raise(Error::HorizonUnknownPrepared { xid, gid });
     }
@@ -302,18 +315,19 @@ fn prepared_transactions() -> Vec<(u32, String)> {
 }
 
 /// Frees the entries whose transaction `gone` says has ended; returns
-/// whether it freed any. The caller holds the lock exclusively.
+/// whether it freed one with a bound (the file must follow then; entries
+/// without a bound need not leave it). The caller holds the lock
+/// exclusively.
 fn free_entries(header: &Header, gone: impl Fn(u32) -> bool) -> bool {
-    let mut freed = false;
+    let mut freed_bound = false;
     for entry in entries(header) {
         let xid = entry.xid.load(Ordering::SeqCst);
         if xid != 0 && gone(xid) {
             entry.xid.store(0, Ordering::SeqCst);
-            entry.bound.store(EMPTY, Ordering::SeqCst);
-            freed = true;
+            freed_bound |= entry.bound.swap(EMPTY, Ordering::SeqCst) != EMPTY;
         }
     }
-    freed
+    freed_bound
 }
 
 /// Removes the bounds of prepared transactions that have ended, and keeps
@@ -345,7 +359,9 @@ fn kept_entries(header: &Header) -> Vec<(u32, u64)> {
 }
 
 /// PREPARE TRANSACTION: the bound moves into the table (and its file)
-/// before the slot is cleared, so a horizon always sees one of the two.
+/// before the slot is cleared, so a horizon always sees one of the two. A
+/// transaction that issued no ID (`bound` [`EMPTY`]) gets an entry without
+/// a bound, in memory only (see the module's comment).
 unsafe fn keep_prepared(header: &Header, bound: u64) {
     unsafe {
         let xid = pg_sys::GetTopTransactionIdIfAny().into_inner();
@@ -357,12 +373,19 @@ unsafe fn keep_prepared(header: &Header, bound: u64) {
         }
         pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         // Entries of prepared transactions that ended make room first.
-        free_entries(header, |old| !in_progress(old));
+        let freed_bound = free_entries(header, |old| !in_progress(old));
         let Some(free) = entries(header)
             .iter()
             .find(|e| e.xid.load(Ordering::SeqCst) == 0)
         else {
             pg_sys::LWLockRelease(header.lock);
+            if bound == EMPTY {
+                // No room for a transaction without IDs: the horizon will
+                // refuse while it is open (the safe side). (The table has
+                // room for max_prepared_transactions, which PostgreSQL
+                // enforces too.)
+                return;
+            }
             raise(Error::HorizonPreparedFull {
                 capacity: header.prepared_capacity,
             })
@@ -370,7 +393,11 @@ unsafe fn keep_prepared(header: &Header, bound: u64) {
         free.bound.store(bound, Ordering::SeqCst);
         free.xid.store(xid, Ordering::SeqCst);
         PREPARING_XID = xid;
-        let written = write_prepared(&data_dir(), &kept_entries(header));
+        let written = if bound != EMPTY || freed_bound {
+            write_prepared(&data_dir(), &kept_entries(header))
+        } else {
+            Ok(())
+        };
         pg_sys::LWLockRelease(header.lock);
         if let Err(e) = written {
             // Before PREPARE is durable: failing it keeps the promise.
@@ -415,11 +442,9 @@ unsafe extern "C-unwind" fn xact_callback(
             XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PARALLEL_ABORT => PUBLISHED = false,
             XACT_EVENT_PRE_PREPARE => {
                 if let Some(slot) = own_slot(header) {
-                    let bound = slot.get();
-                    if bound != EMPTY {
-                        keep_prepared(header, bound);
-                        slot.clear();
-                    }
+                    // (EMPTY when it issued no ID: an entry without a bound.)
+                    keep_prepared(header, slot.get());
+                    slot.clear();
                 }
                 PUBLISHED = false;
             }

@@ -167,14 +167,54 @@ for i in 1 2 3; do
     "INSERT INTO orders_copy (customer, source_id) SELECT customer, id FROM orders WHERE customer = 'load-' || :c AND item = 'via$i';" \
     "INSERT INTO countries (name) VALUES ('load-via$i');" 'END;' > "$SF_WORK/via$i.pgbench"
 done
+# Meanwhile the read horizon is asked on both workers, over and over: Citus
+# commits every write that touches the reference table in two phases, so the
+# workers hold prepared transactions that issued no ID of theirs (the rows
+# carry IDs made elsewhere). Such a transaction holds nothing back:
+# snowflake_horizon() must answer every time.
+horizon_poll() {
+  local name=$1 polls=0 errors=0 with_prepared=0 out deadline=$((SECONDS + 300))
+  # (Bounded in time too: it must stop even if this script dies first.)
+  while [ ! -f "$SF_WORK/load.done" ] && [ $SECONDS -lt $deadline ]; do
+    polls=$((polls + 1))
+    if out=$(psql -X -At -h 127.0.0.1 -p "$(cluster_port "$name")" -U postgres -d postgres \
+      -c "SELECT (SELECT count(*) FROM pg_prepared_xacts), snowflake_horizon()" 2>>"$SF_WORK/horizon_$name.err"); then
+      [ "${out%%|*}" -gt 0 ] && with_prepared=$((with_prepared + 1))
+    else
+      errors=$((errors + 1))
+    fi
+  done
+  echo "$polls $errors $with_prepared" > "$SF_WORK/horizon_$name.count"
+}
+rm -f "$SF_WORK/load.done"
+horizon_pids=()
+for name in shard2 shard3; do
+  horizon_poll "$name" &
+  horizon_pids+=($!)
+done
 pids=()
 for i in 1 2 3; do
   pgbench -n -h 127.0.0.1 -p "$(cluster_port "shard$i")" -U postgres -c 8 -j 2 -t "$CITUS_TX" \
     -f "$SF_WORK/via$i.pgbench" postgres > "$SF_WORK/pgbench$i.out" 2>&1 &
   pids+=($!)
 done
+statuses=()
+for pid in "${pids[@]}"; do
+  status=0
+  wait "$pid" || status=$?
+  statuses+=("$status")
+done
+touch "$SF_WORK/load.done"
+for pid in "${horizon_pids[@]}"; do wait "$pid"; done
+for name in shard2 shard3; do
+  read -r polls errors with_prepared < "$SF_WORK/horizon_$name.count"
+  echo "horizon on $name during the load: $polls polls, $errors errors, $with_prepared with prepared transactions open"
+  [ "$errors" -eq 0 ] || { sort "$SF_WORK/horizon_$name.err" | uniq -c | sort -rn | head -5 || true; fail "snowflake_horizon() on worker $name failed $errors times during two-phase commits"; }
+  [ "$with_prepared" -gt 0 ] || fail "no poll of the horizon on $name saw a prepared transaction: the check proved nothing"
+done
+pass "snowflake_horizon() answered on both workers throughout the load, also while Citus's prepared transactions were open"
 for i in 1 2 3; do
-  wait "${pids[$((i - 1))]}" || { cat "$SF_WORK/pgbench$i.out"; fail "pgbench through shard$i reported an error"; }
+  [ "${statuses[$((i - 1))]}" -eq 0 ] || { cat "$SF_WORK/pgbench$i.out"; fail "pgbench through shard$i reported an error"; }
   grep -q "number of failed transactions: 0 " "$SF_WORK/pgbench$i.out" ||
     { cat "$SF_WORK/pgbench$i.out"; fail "pgbench through shard$i: failed transactions"; }
   echo "THROUGHPUT Citus, 8 clients through shard$i (3 x 8 clients at once): $(sed -nE 's/^tps = ([0-9]+)\.[0-9]+ \(without initial.*/\1/p' "$SF_WORK/pgbench$i.out") inserts/s"

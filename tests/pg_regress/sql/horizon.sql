@@ -46,6 +46,16 @@ SELECT snowflake_horizon() <= :prepared_id AS held_by_the_second_prepared_transa
 ROLLBACK PREPARED 'horizon_p2';
 SELECT snowflake_horizon() > :prepared_id AS past_it_after_rollback_prepared;
 
+-- A prepared transaction that issued no ID holds nothing back (Citus
+-- prepares one on every worker for each distributed write): the horizon
+-- answers, above every ID, while it is open.
+BEGIN;
+INSERT INTO outbox (id, payload) VALUES (2, 'given id, prepared');
+PREPARE TRANSACTION 'horizon_no_id';
+SELECT snowflake_horizon() > (SELECT max(id) FROM outbox) AS not_held_by_a_prepared_transaction_without_ids;
+SELECT count(*) AS open_prepared_transactions FROM pg_prepared_xacts WHERE gid = 'horizon_no_id';
+COMMIT PREPARED 'horizon_no_id';
+
 -- A consumer pages with two statements: the horizon first, then the rows
 -- below it (READ COMMITTED: the read's snapshot comes after the horizon).
 SELECT snowflake_horizon() AS h \gset
