@@ -184,8 +184,10 @@ pub trait Environment {
     /// The wall clock in milliseconds since the configured epoch (negative
     /// before it).
     fn now_ms(&mut self) -> i64;
-    /// Sleeps about `ms` milliseconds (the server's version is
-    /// interruptible); returns the microseconds actually slept.
+    /// Sleeps about `ms` milliseconds, never much longer whatever the wall
+    /// clock does meanwhile (the server's version is interruptible and
+    /// bounded on the monotonic clock); returns the microseconds actually
+    /// slept. The generator reads the clock again after it.
     fn sleep_ms(&mut self, ms: u64) -> u64;
     /// Makes the lease durable up to at least `until_ms` and raises
     /// `state.lease_until_ms` (use [`lease_target`] for the new value).

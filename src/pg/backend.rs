@@ -207,15 +207,21 @@ impl Environment for ServerEnv<'_> {
     /// Sleeps until the wall clock reaches `ms` milliseconds after the last
     /// reading, to the microsecond: the reading was rounded down, so a
     /// plain `ms`-long sleep would overshoot by up to a millisecond and keep
-    /// a throttled burst below the layout's rate. Long waits sleep on the
-    /// process latch, so that a cancel, `statement_timeout` or server
+    /// a throttled burst below the layout's rate. Never longer than `ms`
+    /// and that millisecond, measured on the monotonic clock: if the wall
+    /// clock steps back during the sleep, its target moves away by the
+    /// step, and the generator must re-check the drift (and fail at once)
+    /// instead of sleeping for the length of the step. Long waits sleep on
+    /// the process latch, so that a cancel, `statement_timeout` or server
     /// shutdown ends them at once; interrupts are checked after every sleep.
     fn sleep_ms(&mut self, ms: u64) -> u64 {
         let start = Instant::now();
         let target_us =
             (self.config.epoch_unix_ms + self.last_now_ms).saturating_add(ms as i64) * 1000;
+        let longest_us = (ms as i64).saturating_add(1).saturating_mul(1000);
         loop {
-            let remaining_us = target_us - clock::unix_now_us();
+            let elapsed_us = start.elapsed().as_micros() as i64;
+            let remaining_us = (target_us - clock::unix_now_us()).min(longest_us - elapsed_us);
             if remaining_us <= 0 {
                 break;
             }
