@@ -110,7 +110,7 @@ impl Cursor<'_> {
 /// Parses an epoch literal into milliseconds since 1970-01-01 UTC.
 pub fn parse_epoch(text: &str) -> Result<i64, EpochError> {
     let err = |reason| EpochError {
-        text: text.to_string(),
+        text: crate::core::text_forms::excerpt(text),
         reason,
     };
     let trimmed = text.trim();

@@ -43,7 +43,7 @@ impl Format {
         FORMATS
             .into_iter()
             .find(|f| f.name().eq_ignore_ascii_case(name))
-            .ok_or_else(|| TextFormError::UnknownFormat(name.to_string()))
+            .ok_or_else(|| TextFormError::UnknownFormat(excerpt(name)))
     }
 
     pub fn name(self) -> &'static str {
@@ -115,6 +115,21 @@ impl Format {
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// The most characters of a user's text an error message quotes.
+pub const EXCERPT_CHARS: usize = 40;
+
+/// A user's text as an error message quotes it: whole when short, else its
+/// first [`EXCERPT_CHARS`] characters and "...". Bounded, so that an error
+/// about a huge argument never copies it (a 1 GB text would be copied into
+/// the message several times, through an allocator that aborts the backend
+/// when memory runs out).
+pub fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        None => text.to_string(),
+        Some((end, _)) => format!("{}...", &text[..end]),
     }
 }
 
@@ -236,7 +251,7 @@ pub fn parse(text: &str, format: Format) -> Result<i64, TextFormError> {
             .ok()
             .and_then(|b| format.digit_value(b))
             .ok_or_else(|| TextFormError::BadDigit {
-                text: text.to_string(),
+                text: excerpt(text),
                 format,
                 position: i + 1,
                 character: c,
@@ -248,7 +263,7 @@ pub fn parse(text: &str, format: Format) -> Result<i64, TextFormError> {
     }
     if !width_ok {
         return Err(TextFormError::WrongLength {
-            text: text.to_string(),
+            text: excerpt(text),
             format,
             len,
             width: format.width(),
@@ -256,7 +271,7 @@ pub fn parse(text: &str, format: Format) -> Result<i64, TextFormError> {
     }
     if overflow || value > i64::MAX as u64 {
         return Err(TextFormError::Overflow {
-            text: text.to_string(),
+            text: excerpt(text),
             format,
         });
     }
@@ -265,6 +280,26 @@ pub fn parse(text: &str, format: Format) -> Result<i64, TextFormError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn errors_quote_a_bounded_excerpt_of_huge_texts() {
+        let huge = "!".repeat(1_000_000);
+        for format in [Format::Base62, Format::Base32, Format::Hex, Format::Decimal] {
+            let message = parse(&huge, format).unwrap_err().to_string();
+            assert!(message.len() < 200, "{format}: {} bytes", message.len());
+            assert!(message.contains(&format!("\"{}...\"", "!".repeat(EXCERPT_CHARS))));
+        }
+        let long_digits = "9".repeat(100_000);
+        let message = parse(&long_digits, Format::Decimal).unwrap_err().to_string();
+        assert!(message.len() < 200, "{message}");
+        let message = Format::from_name(&"x".repeat(100_000)).unwrap_err().to_string();
+        assert!(message.len() < 200, "{message}");
+        // Short texts are quoted whole; multi-byte characters are never cut.
+        assert_eq!(excerpt("abc"), "abc");
+        let accents = "é".repeat(EXCERPT_CHARS + 1);
+        assert_eq!(excerpt(&accents), format!("{}...", "é".repeat(EXCERPT_CHARS)));
+        assert_eq!(excerpt(&"é".repeat(EXCERPT_CHARS)), "é".repeat(EXCERPT_CHARS));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

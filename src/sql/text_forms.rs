@@ -117,6 +117,22 @@ mod tests {
     }
 
     #[pg_test]
+    fn huge_texts_are_quoted_by_a_bounded_excerpt() {
+        // A megabyte of text in, a short message out, in each format and
+        // for a huge format name.
+        for format in ["base62", "base32", "hex", "decimal"] {
+            let (s, m, _) = error_of(&format!(
+                "PERFORM snowflake_parse(repeat('!', 1000000), '{format}')"
+            ));
+            assert_eq!(s, "22P02");
+            assert!(m.len() < 200, "{format}: a message of {} bytes", m.len());
+            assert!(m.contains("!!!..."), "{m}");
+        }
+        let (s, m, _) = error_of("PERFORM snowflake_encode(1, repeat('x', 1000000))");
+        assert_eq!((s.as_str(), m.len() < 200), ("22023", true), "{m}");
+    }
+
+    #[pg_test]
     fn errors_have_sqlstate_message_and_hint() {
         let (s, m, h) = error_of("PERFORM snowflake_encode(1, 'base64')");
         assert_eq!(s, "22023");
