@@ -32,11 +32,22 @@
 //!   generation (without it, neither the IDs the old cluster issued nor the
 //!   configuration it issued them under are known).
 //!
-//! A standby (with `standby.signal`) is never held, whatever traces its
-//! primary's directory carried: the lease records in the WAL keep it, once
-//! promoted, after every ID its primary issued. A cold copy of a stopped data
-//! directory (`cp -a`, a disk snapshot) leaves no trace and cannot be told
-//! apart: it needs its own node id before it starts (README, "Operations").
+//! - A data directory first started by another database system: the
+//!   system identifier is recorded in [`IDENTITY_FILE_NAME`] at the first
+//!   start, before any ID is issued, so that a `pg_createsubscriber`
+//!   conversion of a server that never issued an ID (no lease file yet, or
+//!   one of the first format, without the identifier) is held too.
+//!
+//! A standby (with `standby.signal`) of a server that is not held is never
+//! held: the lease records in the WAL keep it, once promoted, after every ID
+//! its primary issued. A standby of a held server is a copy of a copy: the
+//! hold file it copied keeps it held, also after promotion, until accepted.
+//! A held server writes its lease with [`HELD_SYSTEM_IDENTIFIER`] in place
+//! of its own, so that the hold travels with the lease file wherever it is
+//! copied (`pg_upgrade`'s documented step copies only that file). A cold
+//! copy of a stopped data directory (`cp -a`, a disk snapshot) leaves no
+//! trace and cannot be told apart: it needs its own node id before it
+//! starts (README, "Operations").
 //!
 //! [`verdict`] is pure: the caller gathers the facts from the data
 //! directory and `pg_control` and carries the verdict out.
@@ -47,6 +58,14 @@ pub const HOLD_FILE_NAME: &str = "snowflake_id.hold";
 /// The file written while `pg_upgrade` runs the server in binary-upgrade
 /// mode and the lease is not (yet) this system's.
 pub const UPGRADED_FILE_NAME: &str = "snowflake_id.upgraded";
+/// The file that records the system identifier of the database system that
+/// first started in this data directory (written at the first start, and
+/// again when a copy is accepted).
+pub const IDENTITY_FILE_NAME: &str = "snowflake_id.system";
+/// What a held server writes in its lease file in place of its system
+/// identifier (PostgreSQL's are never 0): a server that finds it is held
+/// too, for the lease file was copied from a held server.
+pub const HELD_SYSTEM_IDENTIFIER: u64 = 0;
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -95,6 +114,9 @@ pub struct StartFacts {
     pub recovery_signal: bool,
     /// The content of [`HOLD_FILE_NAME`], if it exists.
     pub hold: Option<String>,
+    /// Whether [`IDENTITY_FILE_NAME`] exists, and the system identifier in
+    /// it (`None` when it cannot be read as one).
+    pub identity: Option<Option<u64>>,
     /// [`UPGRADED_FILE_NAME`] exists.
     pub upgraded: bool,
     /// The server runs as the new cluster of `pg_upgrade` (binary-upgrade
@@ -137,8 +159,16 @@ pub fn verdict(f: &StartFacts) -> Verdict {
     // promoted, above every ID the primary issued. Traces copied along with
     // the primary's data directory (a hold, an upgrade note) are its
     // primary's business, not its own: the caller removes them.
+    // A hold file copied from a held primary makes it a copy of a copy:
+    // held too (the caller keeps the file).
     if f.standby_signal {
-        return Verdict::Own;
+        return match &f.hold {
+            Some(reason) => Verdict::Copy {
+                reason: format!("{reason} (kept on this standby: held after promotion until accepted)"),
+                persist: false,
+            },
+            None => Verdict::Own,
+        };
     }
     if let Some(reason) = &f.hold {
         return Verdict::Copy {
@@ -161,14 +191,28 @@ pub fn verdict(f: &StartFacts) -> Verdict {
             persist: true,
         };
     }
+    let held_lease = f.lease == Some(Some(HELD_SYSTEM_IDENTIFIER));
     if f.upgraded {
         // The first start after pg_upgrade decides once: a lease copied
         // from the old cluster (of its system, or of a version 1 file) is
-        // adopted as this system's; none holds until copied or accepted.
+        // adopted as this system's, unless the old cluster was held; none
+        // holds until copied or accepted.
+        if held_lease {
+            return Verdict::Copy {
+                reason: "this cluster was made by pg_upgrade from a server held as a possible copy of another (its lease file, copied here, was written while it was held, before it was accepted): if the server that one was copied from still runs, both issue the same IDs".into(),
+                persist: true,
+            };
+        }
         return if f.lease.is_some() {
             Verdict::AdoptUpgraded
         } else {
             Verdict::LeaseMissingAfterUpgrade
+        };
+    }
+    if held_lease {
+        return Verdict::Copy {
+            reason: "the lease file was written by a server held as a possible copy of another, before it was accepted (this data directory, or the lease file, was copied from it)".into(),
+            persist: true,
         };
     }
     if foreign_lease {
@@ -181,7 +225,35 @@ pub fn verdict(f: &StartFacts) -> Verdict {
             persist: true,
         };
     }
-    Verdict::Own
+    // The sign that does not need an issued ID: the system that first
+    // started in this directory.
+    match f.identity {
+        Some(Some(first)) if first != f.system_identifier => Verdict::Copy {
+            reason: format!(
+                "this data directory was first started by another database system (system identifier {first} in {IDENTITY_FILE_NAME}, this server's is {}): this server is a copy converted into a new system (pg_createsubscriber), or the file was copied from another server",
+                f.system_identifier
+            ),
+            persist: true,
+        },
+        Some(None) => Verdict::Copy {
+            reason: format!("\"{IDENTITY_FILE_NAME}\" cannot be read as a system identifier, so this server cannot tell whether it is a copy of another"),
+            persist: true,
+        },
+        _ => Verdict::Own,
+    }
+}
+
+/// Whether to (re)write [`IDENTITY_FILE_NAME`] with this system's
+/// identifier after `verdict`: when there is none yet (a first start), and
+/// when `pg_upgrade`'s new cluster adopts its lease; never in binary-upgrade
+/// mode, and never over a differing one that holds a copy (acceptance
+/// rewrites it).
+pub fn records_identity(f: &StartFacts, verdict: &Verdict) -> bool {
+    match verdict {
+        Verdict::MarkUpgraded => false,
+        Verdict::AdoptUpgraded => true,
+        _ => f.identity.is_none(),
+    }
 }
 
 #[cfg(test)]
@@ -279,21 +351,132 @@ mod tests {
     /// A standby is never held: what its primary's directory carried (a
     /// hold, an upgrade note, a lease of another system) is the primary's.
     #[test]
-    fn a_standby_ignores_its_primarys_traces() {
+    fn a_standby_ignores_its_primarys_traces_but_a_hold() {
         let standby = StartFacts {
             standby_signal: true,
             backup_label: true,
-            hold: Some("the primary's".into()),
             upgraded: true,
             lease: Some(Some(OTHER)),
+            identity: Some(Some(OTHER)),
             ..own()
         };
         assert_eq!(verdict(&standby), Verdict::Own);
         let no_lease = StartFacts {
             lease: None,
-            ..standby
+            ..standby.clone()
         };
         assert_eq!(verdict(&no_lease), Verdict::Own);
+        // A standby of a held server is a copy of a copy: held, and its
+        // hold file is kept as it is.
+        let of_a_copy = StartFacts {
+            hold: Some("the primary's reason".into()),
+            ..standby
+        };
+        match verdict(&of_a_copy) {
+            Verdict::Copy { reason, persist } => {
+                assert!(reason.starts_with("the primary's reason"), "{reason}");
+                assert!(reason.contains("kept on this standby"), "{reason}");
+                assert!(!persist);
+            }
+            v => panic!("a standby of a held server: {v:?}"),
+        }
+    }
+
+    #[test]
+    fn a_directory_first_started_by_another_system_is_a_copy() {
+        // pg_createsubscriber's conversion of a server that never issued an
+        // ID: no lease, only the identity its first start recorded.
+        for lease in [None, Some(None), Some(Some(ME))] {
+            let converted = StartFacts {
+                lease,
+                identity: Some(Some(OTHER)),
+                ..own()
+            };
+            match verdict(&converted) {
+                Verdict::Copy { reason, persist } => {
+                    assert!(reason.contains(&format!("system identifier {OTHER} in {IDENTITY_FILE_NAME}")), "{reason}");
+                    assert!(reason.contains("pg_createsubscriber"), "{reason}");
+                    assert!(persist);
+                }
+                v => panic!("lease {lease:?}: {v:?}"),
+            }
+        }
+        // Its own identity, or none yet (a first start, or a directory of a
+        // release before the file): the server itself.
+        for identity in [Some(Some(ME)), None] {
+            let f = StartFacts {
+                identity,
+                lease: None,
+                ..own()
+            };
+            assert_eq!(verdict(&f), Verdict::Own);
+        }
+        // An unreadable file: held, never trusted.
+        let unreadable = StartFacts {
+            identity: Some(None),
+            ..own()
+        };
+        assert!(is_copy(&verdict(&unreadable)));
+    }
+
+    #[test]
+    fn a_held_servers_lease_carries_the_hold() {
+        let held_lease = StartFacts {
+            lease: Some(Some(HELD_SYSTEM_IDENTIFIER)),
+            ..own()
+        };
+        match verdict(&held_lease) {
+            Verdict::Copy { reason, persist } => {
+                assert!(reason.contains("written by a server held"), "{reason}");
+                assert!(persist);
+            }
+            v => panic!("{v:?}"),
+        }
+        // Through pg_upgrade (the lease copied as documented): held, not
+        // adopted.
+        let upgraded = StartFacts {
+            upgraded: true,
+            ..held_lease
+        };
+        match verdict(&upgraded) {
+            Verdict::Copy { reason, persist } => {
+                assert!(reason.contains("made by pg_upgrade from a server held"), "{reason}");
+                assert!(persist);
+            }
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn the_identity_is_recorded_once_and_when_an_upgrade_adopts() {
+        let first_start = StartFacts {
+            lease: None,
+            ..own()
+        };
+        assert!(records_identity(&first_start, &verdict(&first_start)));
+        let later = StartFacts {
+            identity: Some(Some(ME)),
+            ..own()
+        };
+        assert!(!records_identity(&later, &verdict(&later)));
+        let converted = StartFacts {
+            identity: Some(Some(OTHER)),
+            ..own()
+        };
+        assert!(!records_identity(&converted, &verdict(&converted)));
+        let adopting = StartFacts {
+            identity: Some(Some(OTHER)),
+            upgraded: true,
+            ..own()
+        };
+        assert_eq!(verdict(&adopting), Verdict::AdoptUpgraded);
+        assert!(records_identity(&adopting, &verdict(&adopting)));
+        let upgrading = StartFacts {
+            lease: None,
+            binary_upgrade: true,
+            ..own()
+        };
+        assert!(!records_identity(&upgrading, &verdict(&upgrading)));
     }
 
     #[test]

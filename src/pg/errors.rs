@@ -150,6 +150,9 @@ pub enum Error {
     Convert(ConvertError),
     /// A NULL argument (the function is STRICT; just in case).
     ConvertNullArgument,
+    /// A conversion in a transaction whose snapshot predates its lock
+    /// (REPEATABLE READ or SERIALIZABLE).
+    ConvertNeedsReadCommitted,
     /// An SPI query on the catalog failed.
     CatalogReadFailed(String),
     /// The table was dropped between the call and the catalog read.
@@ -265,7 +268,7 @@ impl Error {
             E::ReplayFailed(message) => report(
                 Code::ERRCODE_DATA_CORRUPTED,
                 message,
-                "IDs the old primary issued may be unknown to this server (the server log has the WARNING from recovery). Restart it once its clock is past every ID the old primary can have issued (at least snowflake_id.max_clock_drift after the last one), and make sure every server replaying this WAL runs the same snowflake_id version.",
+                "IDs the old primary issued may be unknown to this server (the server log has the WARNING from recovery). Repair what failed (the data directory must be writable; every server replaying this WAL must run the same snowflake_id version) and restart this server: it is then held (snowflake_id.hold) until a superuser runs SELECT snowflake_accept_configuration(), which starts new IDs snowflake_id.max_clock_drift ahead of the clock.",
             ),
 
             // Raised without the generator at hand: no time to name.
@@ -481,6 +484,11 @@ impl Error {
                 };
                 report(code, format!("cannot convert the column: {e}"), e.hint())
             }
+            E::ConvertNeedsReadCommitted => report(
+                Code::ERRCODE_INVALID_TRANSACTION_STATE,
+                "snowflake_convert_column cannot convert in a REPEATABLE READ or SERIALIZABLE transaction",
+                "Its snapshot was taken before the conversion locks the table, so it cannot see the column's largest value. Run the conversion at READ COMMITTED (the default); the dry run works at any level.",
+            ),
             E::ConvertNullArgument => report(
                 Code::ERRCODE_NULL_VALUE_NOT_ALLOWED,
                 "snowflake_convert_column needs a table and a column",

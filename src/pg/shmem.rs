@@ -31,8 +31,8 @@
 use crate::core::config::Config;
 use crate::core::generator::{lease_target, GenerateError, SharedState, LEASE_WINDOW_MS};
 use crate::core::instance::{
-    self, read_marker, remove_marker, write_marker, StartFacts, Verdict, HOLD_FILE_NAME,
-    UPGRADED_FILE_NAME,
+    self, read_marker, records_identity, remove_marker, write_marker, StartFacts, Verdict,
+    HELD_SYSTEM_IDENTIFIER, HOLD_FILE_NAME, IDENTITY_FILE_NAME, UPGRADED_FILE_NAME,
 };
 use crate::core::lease::LEASE_FILE_NAME;
 use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord, UNSET_NODE_ID};
@@ -234,13 +234,15 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
     };
     let facts = start_facts(&dir, stored.map(|s| s.system_identifier));
     let verdict = instance::verdict(&facts);
-    if facts.standby_signal && (facts.hold.is_some() || facts.upgraded) {
-        // Its primary's traces (see instance::verdict): not this server's.
-        for marker in [HOLD_FILE_NAME, UPGRADED_FILE_NAME] {
-            if let Err(e) = remove_marker(&dir, marker) {
-                warning!("snowflake_id: could not remove \"{marker}\" on a standby: {e}");
-            }
+    if facts.standby_signal && facts.upgraded {
+        // Its primary's upgrade note (see instance::verdict): not this
+        // server's. (A hold file stays: a standby of a copy is a copy.)
+        if let Err(e) = remove_marker(&dir, UPGRADED_FILE_NAME) {
+            warning!("snowflake_id: could not remove \"{UPGRADED_FILE_NAME}\" on a standby: {e}");
         }
+    }
+    if records_identity(&facts, &verdict) {
+        record_identity(&dir);
     }
     let record = stored.map(|stored| stored.record);
     match record {
@@ -294,7 +296,9 @@ fn resume_from_lease(shared: &mut Shared, config: &Config) {
                 }
             }
         }
-        Verdict::Copy { reason, persist } => hold_copy(shared, &dir, &reason, persist),
+        Verdict::Copy { reason, persist } => {
+            hold_copy(shared, &dir, &reason, persist, record.as_ref())
+        }
         Verdict::Own => {
             if record.is_none() {
                 log!("snowflake_id: no lease file ({LEASE_FILE_NAME}) in the data directory: a new server, IDs start from the clock");
@@ -318,7 +322,21 @@ fn start_facts(dir: &std::path::Path, lease: Option<Option<u64>>) -> StartFacts 
             ))
         }),
         upgraded: dir.join(UPGRADED_FILE_NAME).exists(),
+        identity: match read_marker(dir, IDENTITY_FILE_NAME) {
+            Ok(None) => None,
+            Ok(Some(text)) => Some(text.trim().parse().ok()),
+            Err(_) => Some(None),
+        },
         binary_upgrade: settings::is_upgrade_target(),
+    }
+}
+
+/// Records this system's identifier as the one that started in this data
+/// directory ([`IDENTITY_FILE_NAME`]). A failure is a WARNING: the file is
+/// one more sign of a copy, the server's own state does not need it.
+fn record_identity(dir: &std::path::Path) {
+    if let Err(e) = write_marker(dir, IDENTITY_FILE_NAME, &system_identifier().to_string()) {
+        warning!("snowflake_id: could not write \"{IDENTITY_FILE_NAME}\": {e} (a copy of this data directory converted into a new system before an ID was issued will not be recognised)");
     }
 }
 
@@ -355,13 +373,26 @@ fn mark_upgraded(dir: &std::path::Path) {
 
 /// Start-up: a copy of another server waits for the operator; the hold is
 /// kept in a file (`persist`) so that it outlives the traces it was
-/// recognised by.
-fn hold_copy(shared: &mut Shared, dir: &std::path::Path, reason: &str, persist: bool) {
+/// recognised by, and in the lease file (its system identifier becomes
+/// [`HELD_SYSTEM_IDENTIFIER`]) so that it travels with the lease wherever
+/// that is copied (`pg_upgrade`).
+fn hold_copy(
+    shared: &mut Shared,
+    dir: &std::path::Path,
+    reason: &str,
+    persist: bool,
+    lease: Option<&LeaseRecord>,
+) {
     if persist {
         // Without the file a crash restart would forget the hold (the
         // traces are gone by then): the server does not start without it.
         if let Err(e) = write_marker(dir, HOLD_FILE_NAME, reason) {
             error!("snowflake_id: could not write \"{HOLD_FILE_NAME}\" in the data directory: {e} (this server may be a copy of another: {reason})");
+        }
+    }
+    if let Some(lease) = lease {
+        if let Err(e) = write_lease(dir, lease, HELD_SYSTEM_IDENTIFIER) {
+            error!("snowflake_id: could not mark the lease file ({LEASE_FILE_NAME}) as held: {e} (this server may be a copy of another: {reason})");
         }
     }
     hold(shared, Blocked::Copied, reason);
@@ -487,8 +518,10 @@ impl Shared {
     /// lock (a caller that waited finds the work done); with it, it asks the
     /// lease worker and waits.
     pub fn extend_lease(&self, config: &Config, until_ms: u64) -> Result<(), GenerateError> {
-        if settings::lease_sync() {
-            return self.wait_for_worker_lease(until_ms);
+        // (false: lease_sync was turned off during the wait; written as
+        // without it.)
+        if settings::lease_sync() && self.wait_for_worker_lease(until_ms)? {
+            return Ok(());
         }
         let _guard = LockGuard::exclusive(self.lock);
         if self.generator.lease_until_ms.load(Ordering::Acquire) >= until_ms {
@@ -557,9 +590,10 @@ impl Shared {
     }
 
     /// `lease_sync`: asks the lease worker for a lease up to `until_ms` and
-    /// sleeps until it is there. Interruptible: a cancel or
-    /// `statement_timeout` ends the wait with PostgreSQL's error.
-    fn wait_for_worker_lease(&self, until_ms: u64) -> Result<(), GenerateError> {
+    /// sleeps until it is there (`true`), or until `lease_sync` is turned
+    /// off (`false`). Interruptible: a cancel or `statement_timeout` ends
+    /// the wait with PostgreSQL's error.
+    fn wait_for_worker_lease(&self, until_ms: u64) -> Result<bool, GenerateError> {
         self.lease_requested.fetch_max(until_ms, Ordering::AcqRel);
         let failures = self.worker_failures.load(Ordering::Acquire);
         let cv = (&raw const self.lease_raised).cast_mut();
@@ -568,7 +602,7 @@ impl Shared {
         let mut without_worker = 0;
         let result = loop {
             if self.generator.lease_until_ms.load(Ordering::Acquire) >= until_ms {
-                break Ok(());
+                break Ok(true);
             }
             if self.worker_failures.load(Ordering::Acquire) != failures {
                 break Err(GenerateError::Lease(
@@ -589,9 +623,22 @@ impl Shared {
                 unsafe { pg_sys::SetLatch(latch) };
             }
             // Wakes up every second to wake the worker again, should it
-            // have restarted meanwhile.
+            // have restarted meanwhile (and at once on a reload's signal).
             unsafe {
                 pg_sys::ConditionVariableTimedSleep(cv, 1000, pg_sys::PG_WAIT_EXTENSION);
+            }
+            // lease_sync turned off while a standby never confirms: the
+            // worker is stuck in its wait, and a backend reads a reload
+            // only between statements; this wait reads it now, so that the
+            // operator's way out works without cancelling every session.
+            unsafe {
+                if std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 {
+                    std::ptr::write_volatile(&raw mut pg_sys::ConfigReloadPending, 0);
+                    pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+                }
+            }
+            if !settings::lease_sync() {
+                break Ok(false);
             }
         };
         unsafe { pg_sys::ConditionVariableCancelSleep() };
@@ -672,7 +719,13 @@ impl Shared {
             );
         }
         if plan.persist {
-            match write_lease(&data_dir(), record, system_identifier()) {
+            // A held standby keeps its lease file marked as held.
+            let identity = if self.blocked() == Blocked::Copied {
+                HELD_SYSTEM_IDENTIFIER
+            } else {
+                system_identifier()
+            };
+            match write_lease(&data_dir(), record, identity) {
                 Ok(()) => guarded.persisted = Some(*record),
                 Err(e) => {
                     drop(_guard);
@@ -683,13 +736,26 @@ impl Shared {
     }
 
     /// Redo met a lease record it cannot use or keep: a WARNING, and no ID
-    /// is issued after promotion until an operator acts.
+    /// is issued after promotion until an operator acts. The block is kept
+    /// in the hold file too: after a restart, redo starts at the last
+    /// restart point, which may lie past the record, and the lease file
+    /// still holds the older lease; held, the server waits for the
+    /// operator's acceptance, which starts new IDs `max_clock_drift` ahead
+    /// of the clock (above every ID the old primary can have issued).
     pub fn replay_failed(&self, text: &str) {
         let _guard = LockGuard::exclusive(self.lock);
         set_message(&mut unsafe { self.guarded() }.message, text);
         self.blocked
             .store(Blocked::ReplayFailed as u32, Ordering::Release);
-        warning!("snowflake_id: {text}; snowflake_next() will be refused after promotion until the server is restarted with its clock past every ID the old primary issued");
+        let kept = write_marker(
+            &data_dir(),
+            HOLD_FILE_NAME,
+            &format!("recovery could not keep the old primary's lease ({text}), so IDs it issued may be unknown to this server"),
+        );
+        match kept {
+            Ok(()) => warning!("snowflake_id: {text}; snowflake_next() will be refused after promotion, also after a restart (\"{HOLD_FILE_NAME}\"), until a superuser runs SELECT snowflake_accept_configuration()"),
+            Err(e) => warning!("snowflake_id: {text}; snowflake_next() will be refused after promotion; \"{HOLD_FILE_NAME}\" could not be written either ({e}), so after a restart only a clock past every ID the old primary issued (snowflake_id.max_clock_drift after its last lease) keeps IDs unique"),
+        }
     }
 
     /// Accepts a configuration change: raises the generator above every ID
@@ -781,8 +847,12 @@ impl Shared {
         let (target, _) = self
             .record_lease_locked(config, lease_target(&self.generator, layout, needed))
             .map_err(|e| Refusal::Write(e.to_string()))?;
-        // The lease is now this system's: the traces that held it go.
+        // The lease is now this system's: the traces that held it go, and
+        // this system is the one that started here.
         let dir = data_dir();
+        write_marker(&dir, IDENTITY_FILE_NAME, &system_identifier().to_string()).map_err(|e| {
+            Refusal::Write(format!("could not write \"{IDENTITY_FILE_NAME}\": {e}"))
+        })?;
         for marker in [HOLD_FILE_NAME, UPGRADED_FILE_NAME] {
             remove_marker(&dir, marker)
                 .map_err(|e| Refusal::Write(format!("could not remove \"{marker}\": {e}")))?;

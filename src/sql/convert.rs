@@ -249,6 +249,13 @@ fn snowflake_convert_column(
     dry_run: default!(bool, true),
 ) -> SetOfIterator<'static, String> {
     let rel = tbl.0;
+    // The column's largest value is read after the lock, under a snapshot
+    // taken after it: at READ COMMITTED each statement takes a new one; a
+    // REPEATABLE READ or SERIALIZABLE transaction keeps the one it took
+    // first, which may miss rows committed before the lock.
+    if !dry_run && unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        raise(Error::ConvertNeedsReadCommitted);
+    }
     // The table first: once it is locked, no foreign key to it can be added
     // or dropped, and no row can be written, until the transaction ends.
     if !dry_run {

@@ -15,9 +15,14 @@
 #     until it has its own node id and the acceptance;
 #   - a copy of the stopped data directory restored with recovery.signal (a
 #     snapshot restore, no backup_label) holds;
+#   - on 17 and later, a standby of a server that never issued an ID (no
+#     lease file), converted by pg_createsubscriber: held, by the system
+#     identifier recorded at the first start (snowflake_id.system);
 #   - a standby made from the same kind of backup (standby.signal) is not a
-#     copy: promoted, it issues IDs at once; nor is a standby of a held
-#     primary (the hold file it copied is removed);
+#     copy: promoted, it issues IDs at once; a standby of a held primary is
+#     (a copy of a copy): it keeps the hold file, and promoted it is held
+#     until accepted; so is a held server restarted with standby.signal and
+#     promoted;
 #   - a lease file of the previous format (version 1, without the system
 #     identifier) is read as before.
 # On the code before the check the clones issue IDs at once, equal to the
@@ -185,10 +190,29 @@ if [ -x "$PG_BIN/pg_createsubscriber" ]; then
   pass "with its own node id (12) and the acceptance, the subscriber issues IDs"
   cluster_stop sub
   cluster_stop pub
+  # The same conversion of a server that has not issued an ID yet: no lease
+  # file, only the system identifier its first start recorded.
+  cluster_init pub0 "$(free_port)" "snowflake_id.node_id = 13" "wal_level = logical" \
+    "max_replication_slots = 10" "max_wal_senders = 10"
+  cluster_start pub0
+  psql_on pub0 -c "CREATE EXTENSION snowflake_id" \
+    -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), v text)"
+  [ ! -f "$(cluster_dir pub0)/snowflake_id.lease" ] || fail "pub0 has a lease file before issuing an ID: the case is not the one tested"
+  clone sub0 pub0 standby
+  cluster_conf sub0 "max_replication_slots = 10" "max_logical_replication_workers = 4" "max_worker_processes = 16"
+  cluster_start sub0
+  wait_for_replay sub0 pub0
+  cluster_stop sub0
+  create_subscriber sub0 pub0
+  cluster_start sub0
+  expect_copy_hold sub0 "standby of a server that never issued an ID, converted by pg_createsubscriber" \
+    'first started by another database system.*pg_createsubscriber'
+  cluster_stop sub0
+  cluster_stop pub0
 fi
 
-# --- a standby of a held primary is not held: the hold file it copied is
-# its primary's, and promoted it issues at once
+# --- a standby of a held server is a copy of a copy: it keeps the hold file
+# it copied, and promoted it is held until accepted
 cluster_init held "$(free_port)" "snowflake_id.node_id = 8"
 echo "set by the test: a held primary" | as_pg tee "$(cluster_dir held)/snowflake_id.hold" >/dev/null
 cluster_start held
@@ -197,12 +221,20 @@ expect_copy_hold held "a primary with a hold file" 'set by the test'
 clone held_standby held standby
 cluster_start held_standby
 wait_for_replay held_standby held
-[ -f "$(cluster_dir held_standby)/snowflake_id.hold" ] && fail "the standby kept its primary's hold file"
+[ -f "$(cluster_dir held_standby)/snowflake_id.hold" ] || fail "the standby of a held primary lost the hold file"
 cluster_stop held
 as_pg "$PG_BIN/pg_ctl" -D "$(cluster_dir held_standby)" -w promote >/dev/null
+expect_copy_hold held_standby "a standby of a held primary, promoted" 'set by the test.*kept on this standby'
+psql_on held_standby -c "SELECT snowflake_accept_configuration()" >/dev/null
 psql_on held_standby -c "INSERT INTO t SELECT FROM generate_series(1, 100)"
-pass "a standby of a held primary drops the copied hold file, and promoted it issues IDs without acceptance"
+pass "a standby of a held primary keeps the hold: promoted, it is held until accepted, then issues IDs"
 cluster_stop held_standby
+# The held server itself, given standby.signal and promoted: still held.
+as_pg touch "$(cluster_dir held)/standby.signal"
+cluster_start held
+as_pg "$PG_BIN/pg_ctl" -D "$(cluster_dir held)" -w promote >/dev/null
+expect_copy_hold held "a held server restarted as a standby (standby.signal) and promoted" 'set by the test'
+cluster_stop held
 
 # --- a version 1 lease file (written before the system identifier) is read
 python3 - "$(cluster_dir other)/snowflake_id.lease" <<'PY'

@@ -12,7 +12,10 @@
 #     (the configuration guard has the old lease to compare with);
 #   - with the settings carried over, it adopts the lease as its own, keeps
 #     every row, resumes after the old server's lease, and issues IDs above
-#     every old one, under the same node id.
+#     every old one, under the same node id;
+#   - a held copy (a hold file), upgraded with its lease file copied, stays
+#     held: a held server marks its lease file (system identifier 0), and
+#     the hold travels with it.
 #
 #   PG_BIN=<old bin> NEW_PG_BIN=<new bin> bash tests/upgrade/pg_upgrade.sh
 #
@@ -57,17 +60,22 @@ new_port=$(free_port)
 PG_BIN=$NEW_PG_BIN SF_INITDB_OPTS=$new_opts cluster_init new "$new_port" "snowflake_id.node_id = 12"
 # pg_upgrade starts both servers itself, with their sockets in its working
 # directory, and writes its logs under the new data directory.
-upgrade_log="$SF_WORK/pg_upgrade.log"
-if ! (cd "$SF_WORK" && as_pg "$NEW_PG_BIN/pg_upgrade" \
-  --old-bindir "$OLD_PG_BIN" --new-bindir "$NEW_PG_BIN" \
-  --old-datadir "$(cluster_dir old)" --new-datadir "$(cluster_dir new)" \
-  --old-port "$(cluster_port old)" --new-port "$new_port" \
-  --username postgres --socketdir "$SF_WORK" >"$upgrade_log" 2>&1); then
-  cat "$upgrade_log"
-  find "$(cluster_dir new)" -path '*pg_upgrade_output.d*' -name '*.log' -exec tail -n 20 {} + 2>/dev/null || true
-  fail "pg_upgrade from $old_major to $new_major failed"
-fi
-tail -5 "$upgrade_log"
+# upgrade OLD NEW: pg_upgrade of cluster OLD into the new cluster NEW; its
+# log in $SF_WORK/pg_upgrade.NEW.log, shown when it fails.
+upgrade() {
+  local log="$SF_WORK/pg_upgrade.$2.log"
+  if ! (cd "$SF_WORK" && as_pg "$NEW_PG_BIN/pg_upgrade" \
+    --old-bindir "$OLD_PG_BIN" --new-bindir "$NEW_PG_BIN" \
+    --old-datadir "$(cluster_dir "$1")" --new-datadir "$(cluster_dir "$2")" \
+    --old-port "$(cluster_port "$1")" --new-port "$(cluster_port "$2")" \
+    --username postgres --socketdir "$SF_WORK" >"$log" 2>&1); then
+    cat "$log"
+    find "$(cluster_dir "$2")" -path '*pg_upgrade_output.d*' -name '*.log' -exec tail -n 20 {} + 2>/dev/null || true
+    fail "pg_upgrade of $1 from $old_major to $new_major failed"
+  fi
+  tail -5 "$log"
+}
+upgrade old new
 pass "pg_upgrade from PostgreSQL $old_major to $new_major"
 
 # pg_upgrade leaves the lease file behind (it carries no file from the root
@@ -124,3 +132,34 @@ echo "first ID after the upgrade: $new_min (largest before: $old_max)"
 [ "$(sql_value new "SELECT snowflake_node($new_min)")" = 12 ] || fail "new IDs do not carry node id 12"
 [ "$(sql_value new "SELECT count(*) = count(DISTINCT id) FROM orders")" = t ] || fail "duplicate IDs after the upgrade"
 pass "the upgraded server issues IDs above every old one, under node id 12"
+
+# --- a held copy upgraded: the hold travels with the lease file
+# A restored copy held until accepted (its hold file, as the extension
+# writes it), upgraded and given its lease file as the docs say, must stay
+# held: pg_upgrade does not carry the hold file, but a held server writes
+# its lease marked as held.
+PG_BIN=$OLD_PG_BIN cluster_init heldold "$(free_port)" "snowflake_id.node_id = 14"
+cluster_start heldold
+psql_on heldold -c "CREATE EXTENSION snowflake_id" \
+  -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next())" \
+  -c "INSERT INTO t SELECT FROM generate_series(1, 100)"
+cluster_stop heldold
+echo "set by the test: a restored copy, held" | as_pg tee "$(cluster_dir heldold)/snowflake_id.hold" >/dev/null
+cluster_start heldold
+sql_error heldold "SELECT snowflake_next()" >/dev/null || fail "the held copy issued an ID before the upgrade"
+grep -q "^system_identifier = 0\$" "$(cluster_dir heldold)/snowflake_id.lease" ||
+  fail "the held server did not mark its lease file as held"
+cluster_stop heldold
+PG_BIN=$NEW_PG_BIN SF_INITDB_OPTS=$new_opts cluster_init heldnew "$(free_port)" "snowflake_id.node_id = 14"
+upgrade heldold heldnew
+as_pg cp -p "$(cluster_dir heldold)/snowflake_id.lease" "$(cluster_dir heldnew)/snowflake_id.lease"
+cluster_start heldnew || fail "the upgraded held copy did not start"
+out=$(sql_error heldnew "SELECT snowflake_next()") || fail "the upgraded held copy issued an ID: the hold was lost in the upgrade"
+[ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "upgraded held copy: SQLSTATE is not 55000"; }
+printf '%s\n' "$out" | grep -q 'made by pg_upgrade from a server held as a possible copy' ||
+  { printf '%s\n' "$out"; fail "upgraded held copy: the message does not say why"; }
+pass "a held copy, upgraded with its lease file copied as documented, is still held (55000)"
+psql_on heldnew -c "SELECT snowflake_accept_configuration()" >/dev/null
+psql_on heldnew -c "INSERT INTO t SELECT FROM generate_series(1, 100)"
+[ "$(sql_value heldnew "SELECT count(*) = count(DISTINCT id) AND count(*) = 200 FROM t")" = t ] || fail "IDs twice after accepting the upgraded copy"
+pass "accepted, the upgraded copy issues IDs, none twice"
