@@ -29,6 +29,9 @@ esac
 # alternatives, tried in this order by scripts/postgres.sh).
 NEEDS=("16:pg16|pg16-fallback" "17:pg17" "17:pg17-headers" "18:pg18|pg18-fallback" "citus:citus")
 
+# It runs before set-up: pip needs a virtual environment (Debian's python3
+# has venv only with python3-venv).
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_ensure python3-venv
 _pg_as_root mkdir -p "$SF_PG_CACHE"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/snowflake_sources.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
