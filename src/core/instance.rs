@@ -164,7 +164,9 @@ pub fn verdict(f: &StartFacts) -> Verdict {
     if f.standby_signal {
         return match &f.hold {
             Some(reason) => Verdict::Copy {
-                reason: format!("{reason} (kept on this standby: held after promotion until accepted)"),
+                reason: format!(
+                    "{reason} (kept on this standby: held after promotion until accepted)"
+                ),
                 persist: false,
             },
             None => Verdict::Own,
@@ -394,7 +396,12 @@ mod tests {
             };
             match verdict(&converted) {
                 Verdict::Copy { reason, persist } => {
-                    assert!(reason.contains(&format!("system identifier {OTHER} in {IDENTITY_FILE_NAME}")), "{reason}");
+                    assert!(
+                        reason.contains(&format!(
+                            "system identifier {OTHER} in {IDENTITY_FILE_NAME}"
+                        )),
+                        "{reason}"
+                    );
                     assert!(reason.contains("pg_createsubscriber"), "{reason}");
                     assert!(persist);
                 }
@@ -440,7 +447,10 @@ mod tests {
         };
         match verdict(&upgraded) {
             Verdict::Copy { reason, persist } => {
-                assert!(reason.contains("made by pg_upgrade from a server held"), "{reason}");
+                assert!(
+                    reason.contains("made by pg_upgrade from a server held"),
+                    "{reason}"
+                );
                 assert!(persist);
             }
             v => panic!("{v:?}"),

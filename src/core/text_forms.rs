@@ -289,15 +289,25 @@ mod tests {
             assert!(message.contains(&format!("\"{}...\"", "!".repeat(EXCERPT_CHARS))));
         }
         let long_digits = "9".repeat(100_000);
-        let message = parse(&long_digits, Format::Decimal).unwrap_err().to_string();
+        let message = parse(&long_digits, Format::Decimal)
+            .unwrap_err()
+            .to_string();
         assert!(message.len() < 200, "{message}");
-        let message = Format::from_name(&"x".repeat(100_000)).unwrap_err().to_string();
+        let message = Format::from_name(&"x".repeat(100_000))
+            .unwrap_err()
+            .to_string();
         assert!(message.len() < 200, "{message}");
         // Short texts are quoted whole; multi-byte characters are never cut.
         assert_eq!(excerpt("abc"), "abc");
         let accents = "é".repeat(EXCERPT_CHARS + 1);
-        assert_eq!(excerpt(&accents), format!("{}...", "é".repeat(EXCERPT_CHARS)));
-        assert_eq!(excerpt(&"é".repeat(EXCERPT_CHARS)), "é".repeat(EXCERPT_CHARS));
+        assert_eq!(
+            excerpt(&accents),
+            format!("{}...", "é".repeat(EXCERPT_CHARS))
+        );
+        assert_eq!(
+            excerpt(&"é".repeat(EXCERPT_CHARS)),
+            "é".repeat(EXCERPT_CHARS)
+        );
     }
 
     use super::*;
