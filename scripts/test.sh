@@ -57,9 +57,9 @@ NOT_ON_15="citus logical_two_writers"
 
 # pg_upgrade needs a new server at least as recent, in release date, as the
 # old one: Debian 12's 15.20 (November 2026) stores a column option
-# (pg_attver) on every column that the 17.11 and 18.6 reachable here reject
-# ("unrecognized parameter", in pg_upgrade's restore). 17.11 and 18.6 are of
-# one release generation, so the test upgrades from 17 to 18.
+# (pg_attver) on every column that the 17.10 and 18.6 reachable here reject
+# ("unrecognized parameter", in pg_upgrade's restore). 17.10 is older than
+# 18.6, so the test upgrades from 17 to 18.
 UPGRADE_FROM=17
 UPGRADE_TO=18
 
