@@ -164,11 +164,10 @@ _pg_apt_source() {
   local suite=$1 package=$2 dest=$3 APT_OPTS
   _pg_as_root mkdir -p "$dest"
   _src_apt_config deb-src "$suite" || return 1
-  local opts=("${APT_OPTS[@]}")
   local version
-  version=$(apt-cache "${opts[@]}" showsrc "$package" | sed -n 's/^Version: //p' | sort -V | tail -1)
+  version=$(apt-cache "${APT_OPTS[@]}" showsrc "$package" | sed -n 's/^Version: //p' | sort -V | tail -1)
   [ -n "$version" ] || { _pg_log "no source package $package in Debian $suite"; return 1; }
-  (cd "$dest" && _pg_as_root apt-get "${opts[@]}" -qq --download-only source "$package=$version" >&2) || return 1
+  (cd "$dest" && _pg_as_root apt-get "${APT_OPTS[@]}" -qq --download-only source "$package=$version" >&2) || return 1
   # The upstream tarball of this version (DEST may hold older ones):
   # 17.11-0+deb13u1 -> postgresql-17_17.11.orig.tar.bz2
   local upstream=${version#*:}
