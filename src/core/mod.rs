@@ -16,4 +16,5 @@ pub mod instance;
 pub mod layout;
 pub mod lease;
 pub mod lease_wal;
+pub mod registry;
 pub mod text_forms;

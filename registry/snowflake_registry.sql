@@ -1,0 +1,348 @@
+-- snowflake_id registry: fenced node-id leases for fleets of snowflake_id
+-- servers (docs/registry.md says how to run it, design.md why it is safe).
+--
+-- Plain SQL and PL/pgSQL for PostgreSQL 15 or later, so it runs where the
+-- extension is not installed (a managed service). Install or upgrade, as
+-- a role that may create roles and schemas, in the database the servers
+-- will reach:
+--
+--   psql "host=registry.example dbname=registry user=admin" \
+--        -v ON_ERROR_STOP=1 -f registry/snowflake_registry.sql
+--
+-- then give each issuing server's login role the client role, and nothing
+-- else:   GRANT snowflake_registry_client TO fleet_node;
+-- Running the file again replaces the functions and keeps the data.
+--
+-- The rules, which make two holders of one node id issue disjoint IDs:
+--   * A claim grants a node id up to `until_ms`, a bound on the time field
+--     of the IDs (milliseconds since the fleet's epoch) the holder may
+--     issue; renewals raise it. A holder never issues past its grant.
+--   * `max_until_ms` is at least every grant ever given for the node id.
+--     A new holder gets it as its `floor_ms` and issues only IDs whose time
+--     is above it. So the IDs of two holders of one node id never overlap,
+--     whatever their clocks, pauses and partitions: wall time decides only
+--     *when* a node id may pass on (liveness), never whether IDs repeat.
+--   * A release lowers `max_until_ms` to what the holder really issued
+--     (never below its floor), so a clean restart need not wait.
+-- Claims of one fleet are serialised by a row lock on the fleet, so
+-- servers started at the same moment get distinct ids.
+
+BEGIN;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'snowflake_registry_client') THEN
+        CREATE ROLE snowflake_registry_client NOLOGIN;
+    END IF;
+END
+$$;
+
+CREATE SCHEMA IF NOT EXISTS snowflake_registry;
+REVOKE ALL ON SCHEMA snowflake_registry FROM PUBLIC;
+GRANT USAGE ON SCHEMA snowflake_registry TO snowflake_registry_client;
+
+-- One ID space: every server of a fleet has the fleet's epoch and layout.
+CREATE TABLE IF NOT EXISTS snowflake_registry.fleets (
+    fleet text PRIMARY KEY CHECK (fleet <> '' AND length(fleet) <= 63),
+    epoch_unix_ms bigint NOT NULL,
+    node_bits int NOT NULL CHECK (node_bits BETWEEN 0 AND 28),
+    sequence_bits int NOT NULL CHECK (sequence_bits BETWEEN 0 AND 28),
+    -- The longest grant ahead of the registry's clock (ms): bounds how far
+    -- a holder with a wrong clock can push a node id's floor.
+    max_grant_ms bigint NOT NULL DEFAULT 3600000 CHECK (max_grant_ms > 0),
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- Every claim ever made (also the history issue 25's "who issued this ID"
+-- reads): the holder, and the ID-time range it was granted.
+CREATE TABLE IF NOT EXISTS snowflake_registry.grants (
+    claim_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    fleet text NOT NULL REFERENCES snowflake_registry.fleets,
+    node_id int NOT NULL,
+    system_identifier numeric(20) NOT NULL,
+    host text NOT NULL,
+    port int NOT NULL,
+    data_directory text NOT NULL,
+    -- The holder issues IDs with a time in (floor_ms, until_ms].
+    floor_ms bigint NOT NULL,
+    until_ms bigint NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    renewed_at timestamptz NOT NULL,
+    ended_at timestamptz,
+    -- released | taken over
+    ended text
+);
+CREATE INDEX IF NOT EXISTS grants_node ON snowflake_registry.grants (fleet, node_id, claim_id);
+
+-- The current (or last) claim of each node id that was ever claimed.
+CREATE TABLE IF NOT EXISTS snowflake_registry.node_ids (
+    fleet text NOT NULL REFERENCES snowflake_registry.fleets,
+    node_id int NOT NULL CHECK (node_id >= 0),
+    claim_id bigint NOT NULL,
+    -- The holder's secret for this claim: renewals and the release must
+    -- show it, so a client cannot extend or end another server's claim.
+    token text NOT NULL,
+    system_identifier numeric(20) NOT NULL,
+    host text NOT NULL,
+    port int NOT NULL,
+    data_directory text NOT NULL,
+    floor_ms bigint NOT NULL,
+    until_ms bigint NOT NULL,
+    -- Every grant ever given for this node id ends at or before this.
+    max_until_ms bigint NOT NULL,
+    renew_every_ms bigint NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    renewed_at timestamptz NOT NULL,
+    released_at timestamptz,
+    PRIMARY KEY (fleet, node_id)
+);
+
+REVOKE ALL ON ALL TABLES IN SCHEMA snowflake_registry FROM PUBLIC;
+
+-- The registry's clock as the fleet's ID time.
+CREATE OR REPLACE FUNCTION snowflake_registry.now_ms(p_epoch_unix_ms bigint)
+RETURNS bigint LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - p_epoch_unix_ms $$;
+
+-- A claim's holder, in words, for messages.
+CREATE OR REPLACE FUNCTION snowflake_registry.holder_text(n snowflake_registry.node_ids)
+RETURNS text LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('%s:%s (data directory %s, system identifier %s, claimed %s, renewed %s ago)',
+                  n.host, n.port, n.data_directory, n.system_identifier,
+                  to_char(n.claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC',
+                  date_trunc('second', clock_timestamp() - n.renewed_at))
+$$;
+
+-- Whether a node id's claim still stands: not released, its grant not yet
+-- past on the registry's clock, and renewed recently (three renewals).
+CREATE OR REPLACE FUNCTION snowflake_registry.is_live(n snowflake_registry.node_ids, p_now_ms bigint)
+RETURNS boolean LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT n.released_at IS NULL AND n.until_ms >= p_now_ms
+       AND n.renewed_at > clock_timestamp() - make_interval(secs => 3 * n.renew_every_ms / 1000.0)
+$$;
+
+-- Claims a node id for a starting server. p_node_id: the id the server is
+-- configured with (NULL: any free one, p_preferred first). Returns the id,
+-- the claim, the floor (issue only IDs with a time above it) and the grant.
+CREATE OR REPLACE FUNCTION snowflake_registry.claim(
+    p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
+    p_node_id int, p_preferred int, p_token text,
+    p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
+    p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_registry.fleets;
+    cur snowflake_registry.node_ids;
+    now_ms bigint;
+    max_node int;
+    chosen int;
+    new_floor bigint;
+    new_until bigint;
+    new_claim bigint;
+    holders text;
+BEGIN
+    IF p_fleet IS NULL OR p_token IS NULL OR length(p_token) < 16 OR p_holder_now_ms IS NULL
+       OR p_grant_ms IS NULL OR p_grant_ms <= 0 THEN
+        RAISE EXCEPTION 'snowflake_registry: invalid claim arguments'
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO snowflake_registry.fleets (fleet, epoch_unix_ms, node_bits, sequence_bits)
+    VALUES (p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits)
+    ON CONFLICT DO NOTHING;
+    -- Serialises the claims of this fleet.
+    SELECT * INTO STRICT f FROM snowflake_registry.fleets WHERE fleet = p_fleet FOR UPDATE;
+    IF (f.epoch_unix_ms, f.node_bits, f.sequence_bits)
+       IS DISTINCT FROM (p_epoch_unix_ms, p_node_bits, p_sequence_bits) THEN
+        RAISE EXCEPTION 'fleet "%" issues IDs with epoch % ms and layout %/%/% (time/node/sequence bits), this server with epoch % ms and layout %/%/%',
+            p_fleet, f.epoch_unix_ms, 63 - f.node_bits - f.sequence_bits, f.node_bits, f.sequence_bits,
+            p_epoch_unix_ms, 63 - p_node_bits - p_sequence_bits, p_node_bits, p_sequence_bits
+            USING ERRCODE = '22023',
+                  HINT = 'Servers of one fleet must share snowflake_id.epoch, node_bits and sequence_bits, or their IDs collide: give this server the fleet''s settings, or another snowflake_id.registry_fleet.';
+    END IF;
+    now_ms := snowflake_registry.now_ms(f.epoch_unix_ms);
+    max_node := (1 << f.node_bits) - 1;
+
+    IF p_node_id IS NOT NULL THEN
+        IF p_node_id < 0 OR p_node_id > max_node THEN
+            RAISE EXCEPTION 'node id % is outside fleet "%" (0 .. %)', p_node_id, p_fleet, max_node
+                USING ERRCODE = '22023';
+        END IF;
+        SELECT * INTO cur FROM snowflake_registry.node_ids n
+        WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+        -- A live claim of another server refuses; one of a server that
+        -- looks like this one (its restart, or a copy: it cannot be told)
+        -- is taken over: the floor keeps the two apart.
+        IF FOUND AND snowflake_registry.is_live(cur, now_ms)
+           AND (cur.system_identifier, cur.host, cur.port, cur.data_directory)
+               IS DISTINCT FROM (p_system_identifier, p_host, p_port, p_data_directory) THEN
+            RAISE EXCEPTION 'node id % of fleet "%" is held by %', p_node_id, p_fleet, snowflake_registry.holder_text(cur)
+                USING ERRCODE = '55000',
+                      DETAIL = format('Its grant covers IDs up to %s.', to_timestamp((f.epoch_unix_ms + cur.until_ms) / 1000.0)),
+                      HINT = 'Two servers with one node id issue colliding IDs. Give this server another snowflake_id.node_id, or leave it unset to take a free one; the node id passes on when its holder stops (at once after a clean shutdown, else when it has not renewed its claim for three renewals).';
+        END IF;
+        chosen := p_node_id;
+    ELSE
+        -- The id this data directory held last, if no one holds it now.
+        IF p_preferred BETWEEN 0 AND max_node THEN
+            SELECT * INTO cur FROM snowflake_registry.node_ids n
+            WHERE n.fleet = p_fleet AND n.node_id = p_preferred;
+            IF NOT FOUND OR cur.released_at IS NOT NULL OR cur.until_ms < now_ms THEN
+                chosen := p_preferred;
+            END IF;
+        END IF;
+        -- Else the lowest id never claimed.
+        IF chosen IS NULL THEN
+            IF NOT EXISTS (SELECT FROM snowflake_registry.node_ids n WHERE n.fleet = p_fleet AND n.node_id = 0) THEN
+                chosen := 0;
+            ELSE
+                SELECT min(a.node_id) + 1 INTO chosen FROM snowflake_registry.node_ids a
+                WHERE a.fleet = p_fleet AND a.node_id < max_node
+                  AND NOT EXISTS (SELECT FROM snowflake_registry.node_ids b
+                                  WHERE b.fleet = p_fleet AND b.node_id = a.node_id + 1);
+            END IF;
+        END IF;
+        -- Else one whose holder released it or whose grant is past, the
+        -- one whose grants ended first (its new holder waits least).
+        IF chosen IS NULL THEN
+            SELECT n.node_id INTO chosen FROM snowflake_registry.node_ids n
+            WHERE n.fleet = p_fleet AND (n.released_at IS NOT NULL OR n.until_ms < now_ms)
+            ORDER BY n.max_until_ms, n.node_id LIMIT 1;
+        END IF;
+        IF chosen IS NULL THEN
+            SELECT string_agg(format('%s: %s', n.node_id, snowflake_registry.holder_text(n)), E'\n' ORDER BY n.node_id)
+            INTO holders
+            FROM (SELECT * FROM snowflake_registry.node_ids n WHERE n.fleet = p_fleet ORDER BY n.node_id LIMIT 50) n;
+            RAISE EXCEPTION 'all % node ids of fleet "%" are held', max_node + 1, p_fleet
+                USING ERRCODE = '53400',
+                      DETAIL = 'Holders (the first 50):' || E'\n' || holders,
+                      HINT = 'A node id returns to the pool when its holder releases it (a clean shutdown) or its grant has passed. Stop servers that are not needed, or start a new fleet with more snowflake_id.node_bits.';
+        END IF;
+    END IF;
+
+    SELECT * INTO cur FROM snowflake_registry.node_ids n
+    WHERE n.fleet = p_fleet AND n.node_id = chosen FOR UPDATE;
+    -- -1: never granted, any time is free.
+    new_floor := CASE WHEN FOUND THEN cur.max_until_ms ELSE -1 END;
+    -- The grant reaches p_grant_ms past the holder's present or the floor,
+    -- and never more than max_grant_ms past the registry's clock.
+    new_until := least(greatest(p_holder_now_ms, new_floor) + p_grant_ms,
+                       greatest(now_ms, new_floor) + f.max_grant_ms);
+    IF FOUND AND cur.released_at IS NULL THEN
+        UPDATE snowflake_registry.grants g SET ended_at = clock_timestamp(), ended = 'taken over'
+        WHERE g.claim_id = cur.claim_id;
+    END IF;
+    INSERT INTO snowflake_registry.grants
+        (fleet, node_id, system_identifier, host, port, data_directory, floor_ms, until_ms, claimed_at, renewed_at)
+    VALUES (p_fleet, chosen, p_system_identifier, p_host, p_port, p_data_directory, new_floor, new_until,
+            clock_timestamp(), clock_timestamp())
+    RETURNING grants.claim_id INTO new_claim;
+    INSERT INTO snowflake_registry.node_ids AS n
+        (fleet, node_id, claim_id, token, system_identifier, host, port, data_directory,
+         floor_ms, until_ms, max_until_ms, renew_every_ms, claimed_at, renewed_at, released_at)
+    VALUES (p_fleet, chosen, new_claim, p_token, p_system_identifier, p_host, p_port, p_data_directory,
+            new_floor, new_until, new_until, greatest(p_grant_ms / 6, 100), clock_timestamp(), clock_timestamp(), NULL)
+    ON CONFLICT ON CONSTRAINT node_ids_pkey DO UPDATE SET
+        claim_id = EXCLUDED.claim_id, token = EXCLUDED.token,
+        system_identifier = EXCLUDED.system_identifier, host = EXCLUDED.host, port = EXCLUDED.port,
+        data_directory = EXCLUDED.data_directory, floor_ms = EXCLUDED.floor_ms,
+        until_ms = EXCLUDED.until_ms, max_until_ms = greatest(n.max_until_ms, EXCLUDED.until_ms),
+        renew_every_ms = EXCLUDED.renew_every_ms, claimed_at = EXCLUDED.claimed_at,
+        renewed_at = EXCLUDED.renewed_at, released_at = NULL;
+    RETURN QUERY SELECT chosen, new_claim, new_floor, new_until;
+END
+$$;
+
+-- Raises the holder's grant to p_grant_ms past its present (never lowers it).
+-- Fails with 55000 when the claim is no longer the holder's.
+CREATE OR REPLACE FUNCTION snowflake_registry.renew(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_registry.fleets;
+    cur snowflake_registry.node_ids;
+    new_until bigint;
+BEGIN
+    SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
+    SELECT * INTO cur FROM snowflake_registry.node_ids n
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
+    IF NOT FOUND OR cur.claim_id <> p_claim_id OR cur.token <> p_token OR cur.released_at IS NOT NULL THEN
+        RAISE EXCEPTION 'the claim on node id % of fleet "%" is lost: %', p_node_id, p_fleet,
+            CASE WHEN NOT FOUND THEN 'the registry does not know it'
+                 WHEN cur.claim_id <> p_claim_id THEN 'it was taken over by ' || snowflake_registry.holder_text(cur)
+                 ELSE 'it was released' END
+            USING ERRCODE = '55000',
+                  HINT = 'This server issues IDs until its grant ends, then refuses; restart it to claim a node id again.';
+    END IF;
+    -- Even past its end on the registry's clock the grant may be renewed:
+    -- no one took the id, and the next floor counts the new grant.
+    new_until := greatest(cur.until_ms,
+                          least(greatest(p_holder_now_ms, cur.floor_ms) + p_grant_ms,
+                                greatest(snowflake_registry.now_ms(f.epoch_unix_ms), cur.floor_ms) + f.max_grant_ms));
+    UPDATE snowflake_registry.node_ids n SET until_ms = new_until,
+        max_until_ms = greatest(n.max_until_ms, new_until), renewed_at = clock_timestamp(),
+        renew_every_ms = greatest(p_grant_ms / 6, 100)
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+    UPDATE snowflake_registry.grants g SET until_ms = new_until, renewed_at = clock_timestamp()
+    WHERE g.claim_id = p_claim_id;
+    RETURN new_until;
+END
+$$;
+
+-- Ends a claim at a clean shutdown: the holder issued no ID with a time
+-- after p_issued_until_ms (and will not), so the next holder's floor is
+-- that, not the whole grant.
+CREATE OR REPLACE FUNCTION snowflake_registry.release(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_issued_until_ms bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cur snowflake_registry.node_ids;
+    issued bigint;
+BEGIN
+    SELECT * INTO cur FROM snowflake_registry.node_ids n
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
+    IF NOT FOUND OR cur.claim_id <> p_claim_id OR cur.token <> p_token OR cur.released_at IS NOT NULL THEN
+        RETURN;
+    END IF;
+    -- Never below the floor (earlier holders' grants), never above the grant.
+    issued := least(greatest(p_issued_until_ms, cur.floor_ms), cur.until_ms);
+    UPDATE snowflake_registry.node_ids n SET until_ms = issued,
+        max_until_ms = greatest(cur.floor_ms, issued), released_at = clock_timestamp()
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+    UPDATE snowflake_registry.grants g SET until_ms = issued, ended_at = clock_timestamp(), ended = 'released'
+    WHERE g.claim_id = p_claim_id;
+END
+$$;
+
+-- For operators: every node id's holder and grant.
+CREATE OR REPLACE VIEW snowflake_registry.holders AS
+SELECT n.fleet, n.node_id, n.host, n.port, n.data_directory, n.system_identifier,
+       CASE WHEN n.released_at IS NOT NULL THEN 'released'
+            WHEN n.until_ms < snowflake_registry.now_ms(f.epoch_unix_ms) THEN 'expired'
+            WHEN snowflake_registry.is_live(n, snowflake_registry.now_ms(f.epoch_unix_ms)) THEN 'held'
+            ELSE 'stale' END AS state,
+       to_timestamp((f.epoch_unix_ms + n.until_ms) / 1000.0) AS grant_until,
+       to_timestamp((f.epoch_unix_ms + n.max_until_ms) / 1000.0) AS next_floor,
+       n.claimed_at, n.renewed_at, n.released_at
+FROM snowflake_registry.node_ids n JOIN snowflake_registry.fleets f USING (fleet);
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_registry.claim(text, bigint, int, int, int, int, text, numeric, text, int, text, bigint, bigint),
+                          snowflake_registry.renew(text, int, bigint, text, bigint, bigint),
+                          snowflake_registry.release(text, int, bigint, text, bigint)
+    TO snowflake_registry_client;
+
+COMMIT;

@@ -1,0 +1,547 @@
+//! The holder's side of the node-id registry: fenced node-id leases.
+//!
+//! A server configured with `snowflake_id.registry` does not trust its node
+//! id to a plan kept by hand: it claims one from the registry (the SQL in
+//! `registry/snowflake_registry.sql`), which answers with a *grant* in ID
+//! time:
+//!
+//! * `floor_ms`: every ID any earlier holder of this node id was ever
+//!   allowed to issue has a time at or below it; this holder issues only
+//!   above it;
+//! * `until_ms`: this holder issues no ID with a time after it; renewals
+//!   raise it.
+//!
+//! The registry gives a node id's next holder, as its floor, the largest
+//! grant it ever gave for that id. So the IDs of two holders of one node id
+//! lie in disjoint ranges of time, whatever their clocks, pauses, network
+//! partitions or restarts: wall time only decides *when* a node id passes
+//! on, never whether an ID repeats. The two rules the holder keeps, and
+//! this module states, are the **fence** ([`lease_within_grant`]: the
+//! durable lease, which bounds every issued ID, never passes the grant) and
+//! the **floor** ([`first_ms_above`]: the generator starts above it).
+//!
+//! Everything here is plain Rust with the clock and the registry's answers
+//! passed in; the property tests at the end run the protocol against a
+//! model of the registry's SQL with skewed clocks, pauses, crashes, copies
+//! and a registry that fails.
+
+use thiserror::Error;
+
+/// A renewal is due once a sixth of the grant has passed; the registry
+/// counts a claim as abandoned after [`STALE_RENEWALS`] missed renewals.
+pub fn renew_every_ms(grant_ms: u64) -> u64 {
+    (grant_ms / 6).max(100)
+}
+
+/// Missed renewals after which another server may take a node id over
+/// (safe at any time thanks to the floor; this only spares a live holder).
+pub const STALE_RENEWALS: u64 = 3;
+
+/// What a claim or a renewal granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub node_id: u64,
+    /// The registry's number of this claim.
+    pub claim_id: i64,
+    /// Issue only IDs with a time above this (-1: the id was never granted).
+    pub floor_ms: i64,
+    /// Issue no ID with a time after this.
+    pub until_ms: u64,
+}
+
+/// Why an ID cannot be issued within the grant.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GrantError {
+    /// IDs up to `needed_ms` are wanted but the grant ends at `until_ms`:
+    /// the registry has not renewed it (down, or the claim was lost).
+    #[error("the node id's grant from the registry ends at {until_ms} ms since the epoch and IDs up to {needed_ms} ms are wanted")]
+    Exhausted { needed_ms: u64, until_ms: u64 },
+}
+
+/// The fence: the lease to write when IDs up to `needed_ms` must be covered
+/// and the generator would like `target_ms` (a window more), given a grant
+/// ending at `until_ms`. Never beyond the grant; an error when even what is
+/// needed lies beyond it.
+pub fn lease_within_grant(
+    needed_ms: u64,
+    target_ms: u64,
+    until_ms: u64,
+) -> Result<u64, GrantError> {
+    if needed_ms > until_ms {
+        return Err(GrantError::Exhausted {
+            needed_ms,
+            until_ms,
+        });
+    }
+    Ok(target_ms.max(needed_ms).min(until_ms))
+}
+
+/// The floor: the first millisecond this holder may issue in.
+pub fn first_ms_above(floor_ms: i64) -> u64 {
+    (floor_ms + 1).max(0) as u64
+}
+
+/// How long (ms) a new holder must wait before its first ID, with the clock
+/// at `now_ms` (ms since the epoch): IDs above the floor may run ahead of
+/// the clock by the drift limit, no more. Zero when it may issue now.
+pub fn wait_for_floor_ms(floor_ms: i64, now_ms: i64, max_drift_ms: u64) -> u64 {
+    let first = first_ms_above(floor_ms) as i64;
+    (first - max_drift_ms as i64 - now_ms).max(0) as u64
+}
+
+/// Whether the holder should renew now: when less than the grant minus one
+/// renewal interval is left ahead of `time_ms` (the later of the clock and
+/// the generator's last ID).
+pub fn renewal_due(until_ms: u64, time_ms: u64, grant_ms: u64) -> bool {
+    until_ms.saturating_sub(time_ms) < grant_ms.saturating_sub(renew_every_ms(grant_ms))
+}
+
+/// How long a failed registry call waits before the next try (ms):
+/// doubling from a quarter second up to the renewal interval, at most 5 s.
+pub fn retry_after_ms(failures: u32, grant_ms: u64) -> u64 {
+    let cap = renew_every_ms(grant_ms).min(5_000);
+    (250u64 << failures.min(10)).min(cap).max(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn fence_never_passes_the_grant() {
+        assert_eq!(lease_within_grant(100, 300, 1000), Ok(300));
+        assert_eq!(lease_within_grant(100, 3000, 1000), Ok(1000));
+        assert_eq!(lease_within_grant(1000, 1200, 1000), Ok(1000));
+        assert_eq!(
+            lease_within_grant(1001, 1200, 1000),
+            Err(GrantError::Exhausted {
+                needed_ms: 1001,
+                until_ms: 1000
+            })
+        );
+    }
+
+    #[test]
+    fn floor_and_waiting() {
+        assert_eq!(first_ms_above(-1), 0);
+        assert_eq!(first_ms_above(41), 42);
+        // Within the drift limit: no wait.
+        assert_eq!(wait_for_floor_ms(10_000, 6_000, 5_000), 0);
+        assert_eq!(wait_for_floor_ms(10_000, 4_000, 5_000), 1_001);
+        assert_eq!(wait_for_floor_ms(-1, -5, 0), 5);
+    }
+
+    #[test]
+    fn renewals_and_retries() {
+        assert_eq!(renew_every_ms(30_000), 5_000);
+        assert_eq!(renew_every_ms(60), 100);
+        // A fresh grant is not due; one a renewal interval old is.
+        assert!(!renewal_due(40_000, 10_000, 30_000));
+        assert!(renewal_due(34_999, 10_000, 30_000));
+        assert!(renewal_due(5, 10_000, 30_000));
+        assert_eq!(retry_after_ms(0, 30_000), 250);
+        assert_eq!(retry_after_ms(1, 30_000), 500);
+        assert_eq!(retry_after_ms(9, 30_000), 5_000);
+        assert_eq!(retry_after_ms(40, 600), 100);
+    }
+
+    // ---- A model of registry/snowflake_registry.sql, for the properties.
+
+    #[derive(Clone, Debug)]
+    struct Row {
+        claim_id: i64,
+        holder: u32,
+        identity: u32,
+        floor_ms: i64,
+        until_ms: u64,
+        max_until_ms: i64,
+        renewed_at: i64,
+        released: bool,
+        renew_every: u64,
+    }
+
+    /// The registry's rules (claim, renew, release), with its own clock.
+    struct ModelRegistry {
+        rows: HashMap<u64, Row>,
+        next_claim: i64,
+        nodes: u64,
+        max_grant_ms: u64,
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Refused {
+        Held,
+        Full,
+        Lost,
+    }
+
+    impl ModelRegistry {
+        fn live(row: &Row, now: i64) -> bool {
+            !row.released
+                && row.until_ms as i64 >= now
+                && row.renewed_at > now - (STALE_RENEWALS * row.renew_every) as i64
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        fn claim(
+            &mut self,
+            now: i64,
+            holder: u32,
+            identity: u32,
+            wanted: Option<u64>,
+            preferred: Option<u64>,
+            holder_now: i64,
+            grant_ms: u64,
+        ) -> Result<Grant, Refused> {
+            let chosen = match wanted {
+                Some(n) => {
+                    if let Some(r) = self.rows.get(&n) {
+                        if Self::live(r, now) && r.identity != identity {
+                            return Err(Refused::Held);
+                        }
+                    }
+                    n
+                }
+                None => {
+                    let free =
+                        |r: Option<&Row>| r.is_none_or(|r| r.released || (r.until_ms as i64) < now);
+                    let pref = preferred.filter(|&p| p < self.nodes && free(self.rows.get(&p)));
+                    let never = (0..self.nodes).find(|n| !self.rows.contains_key(n));
+                    let ended = self
+                        .rows
+                        .iter()
+                        .filter(|(_, r)| r.released || (r.until_ms as i64) < now)
+                        .min_by_key(|(n, r)| (r.max_until_ms, **n))
+                        .map(|(n, _)| *n);
+                    pref.or(never).or(ended).ok_or(Refused::Full)?
+                }
+            };
+            let floor = self.rows.get(&chosen).map_or(-1, |r| r.max_until_ms);
+            let until = (holder_now.max(floor) + grant_ms as i64)
+                .min(now.max(floor) + self.max_grant_ms as i64)
+                .max(0) as u64;
+            self.next_claim += 1;
+            let max_until = self
+                .rows
+                .get(&chosen)
+                .map_or(until as i64, |r| r.max_until_ms.max(until as i64));
+            self.rows.insert(
+                chosen,
+                Row {
+                    claim_id: self.next_claim,
+                    holder,
+                    identity,
+                    floor_ms: floor,
+                    until_ms: until,
+                    max_until_ms: max_until,
+                    renewed_at: now,
+                    released: false,
+                    renew_every: renew_every_ms(grant_ms),
+                },
+            );
+            Ok(Grant {
+                node_id: chosen,
+                claim_id: self.next_claim,
+                floor_ms: floor,
+                until_ms: until,
+            })
+        }
+
+        fn renew(
+            &mut self,
+            now: i64,
+            g: &Grant,
+            holder_now: i64,
+            grant_ms: u64,
+        ) -> Result<u64, Refused> {
+            let max_grant = self.max_grant_ms as i64;
+            let r = self.rows.get_mut(&g.node_id).ok_or(Refused::Lost)?;
+            if r.claim_id != g.claim_id || r.released {
+                return Err(Refused::Lost);
+            }
+            let want = (holder_now.max(r.floor_ms) + grant_ms as i64)
+                .min(now.max(r.floor_ms) + max_grant)
+                .max(0) as u64;
+            r.until_ms = r.until_ms.max(want);
+            r.max_until_ms = r.max_until_ms.max(r.until_ms as i64);
+            r.renewed_at = now;
+            Ok(r.until_ms)
+        }
+
+        fn release(&mut self, g: &Grant, issued_until: u64) {
+            if let Some(r) = self.rows.get_mut(&g.node_id) {
+                if r.claim_id == g.claim_id && !r.released {
+                    let issued = (issued_until as i64).max(r.floor_ms).min(r.until_ms as i64);
+                    r.until_ms = issued.max(0) as u64;
+                    r.max_until_ms = r.floor_ms.max(issued);
+                    r.released = true;
+                }
+            }
+        }
+    }
+
+    /// One server's life: its claim, and the generator's last millisecond.
+    struct Server {
+        identity: u32,
+        /// Its clock minus the registry's.
+        skew: i64,
+        fixed: Option<u64>,
+        preferred: Option<u64>,
+        grant: Option<Grant>,
+        last_ms: Option<u64>,
+        paused: bool,
+        lifetime: u32,
+    }
+
+    /// What happens next in a simulated fleet.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Tick(u16),
+        Start(u8),
+        Issue(u8),
+        Renew(u8),
+        Pause(u8),
+        Resume(u8),
+        Crash(u8),
+        Stop(u8),
+        /// A copy of server `.0`'s data directory starts as a new server
+        /// that looks the same (its identity and preferred id).
+        Copy(u8),
+        RegistryDown(bool),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (1u16..3000).prop_map(Step::Tick),
+            2 => any::<u8>().prop_map(Step::Start),
+            8 => any::<u8>().prop_map(Step::Issue),
+            3 => any::<u8>().prop_map(Step::Renew),
+            1 => any::<u8>().prop_map(Step::Pause),
+            1 => any::<u8>().prop_map(Step::Resume),
+            1 => any::<u8>().prop_map(Step::Crash),
+            1 => any::<u8>().prop_map(Step::Stop),
+            1 => any::<u8>().prop_map(Step::Copy),
+            1 => any::<bool>().prop_map(Step::RegistryDown),
+        ]
+    }
+
+    /// Runs a fleet through `steps` and returns every issued
+    /// `(node id, millisecond)` with the server lifetime that issued it.
+    /// Each issue takes a whole millisecond, so two lifetimes issuing the
+    /// same pair is the duplicate the registry must make impossible.
+    fn run(steps: &[Step], skews: &[i64], fixed: bool, grant_ms: u64) -> Result<(), String> {
+        let mut reg = ModelRegistry {
+            rows: HashMap::new(),
+            next_claim: 0,
+            nodes: 4,
+            max_grant_ms: 3_600_000,
+        };
+        let mut now: i64 = 1_000_000;
+        let mut registry_up = true;
+        let mut servers: Vec<Server> = skews
+            .iter()
+            .enumerate()
+            .map(|(i, &skew)| Server {
+                identity: i as u32,
+                skew,
+                fixed: fixed.then_some(i as u64 % 4),
+                preferred: None,
+                grant: None,
+                last_ms: None,
+                paused: false,
+                lifetime: i as u32,
+            })
+            .collect();
+        let mut next_lifetime = servers.len() as u32;
+        let mut issued: HashMap<(u64, u64), u32> = HashMap::new();
+        for s in steps {
+            let n = servers.len();
+            let pick = |i: &u8| *i as usize % n;
+            match s {
+                Step::Tick(ms) => now += *ms as i64,
+                Step::RegistryDown(down) => registry_up = !down,
+                Step::Start(i) => {
+                    let s = &mut servers[pick(i)];
+                    if s.grant.is_none() && !s.paused && registry_up {
+                        let clock = now + s.skew;
+                        let holder_now = clock.max(s.last_ms.map_or(0, |m| m as i64));
+                        if let Ok(g) = reg.claim(
+                            now,
+                            s.lifetime,
+                            s.identity,
+                            s.fixed,
+                            s.preferred,
+                            holder_now,
+                            grant_ms,
+                        ) {
+                            s.preferred = Some(g.node_id);
+                            s.grant = Some(g);
+                            // The floor (lease file and grant alike).
+                            let floor = first_ms_above(g.floor_ms);
+                            s.last_ms = Some(s.last_ms.map_or(floor, |m| m.max(floor)));
+                        }
+                    }
+                }
+                Step::Issue(i) => {
+                    let s = &mut servers[pick(i)];
+                    let (Some(g), false) = (s.grant, s.paused) else {
+                        continue;
+                    };
+                    let clock = (now + s.skew).max(0) as u64;
+                    // One whole millisecond per ID: after the last one,
+                    // not before the clock (drift is not modelled: it only
+                    // makes a holder wait, never issue more).
+                    let t = s.last_ms.map_or(clock, |m| (m + 1).max(clock));
+                    if t < first_ms_above(g.floor_ms) {
+                        return Err(format!("issued below the floor: {t} <= {}", g.floor_ms));
+                    }
+                    if lease_within_grant(t, t, g.until_ms).is_err() {
+                        continue;
+                    }
+                    if let Some(other) = issued.insert((g.node_id, t), s.lifetime) {
+                        return Err(format!(
+                            "node {} ms {t} issued by lifetimes {other} and {}",
+                            g.node_id, s.lifetime
+                        ));
+                    }
+                    s.last_ms = Some(t);
+                }
+                Step::Renew(i) => {
+                    let s = &mut servers[pick(i)];
+                    let (Some(g), false, true) = (s.grant, s.paused, registry_up) else {
+                        continue;
+                    };
+                    let holder_now = (now + s.skew).max(s.last_ms.map_or(0, |m| m as i64));
+                    match reg.renew(now, &g, holder_now, grant_ms) {
+                        Ok(until) => {
+                            s.grant = Some(Grant {
+                                until_ms: until,
+                                ..g
+                            })
+                        }
+                        // Lost: it keeps the grant it has, no more.
+                        Err(_) => {}
+                    }
+                }
+                Step::Pause(i) => servers[pick(i)].paused = true,
+                Step::Resume(i) => servers[pick(i)].paused = false,
+                Step::Crash(i) => {
+                    // Restarts with its data directory: the lease file
+                    // keeps last_ms; the claim is gone from memory.
+                    let s = &mut servers[pick(i)];
+                    s.grant = None;
+                    s.paused = false;
+                    s.lifetime = next_lifetime;
+                    next_lifetime += 1;
+                }
+                Step::Stop(i) => {
+                    let s = &mut servers[pick(i)];
+                    if let (Some(g), true) = (s.grant, registry_up) {
+                        if !s.paused {
+                            // Release what it really issued.
+                            reg.release(&g, s.last_ms.unwrap_or(0));
+                            s.grant = None;
+                            s.lifetime = next_lifetime;
+                            next_lifetime += 1;
+                        }
+                    }
+                }
+                Step::Copy(i) => {
+                    let src = &servers[pick(i)];
+                    let copy = Server {
+                        identity: src.identity,
+                        skew: src.skew,
+                        fixed: src.fixed,
+                        preferred: src.preferred,
+                        grant: None,
+                        last_ms: src.last_ms,
+                        paused: false,
+                        lifetime: next_lifetime,
+                    };
+                    next_lifetime += 1;
+                    if servers.len() < 12 {
+                        servers.push(copy);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// Whatever the clocks (skewed by up to a minute either way),
+        /// pauses, crashes, copies and registry outages: no node id and
+        /// millisecond is issued by two server lifetimes.
+        #[test]
+        fn no_two_lifetimes_issue_the_same_id(
+            steps in prop::collection::vec(step(), 1..400),
+            skews in prop::collection::vec(-60_000i64..60_000, 2..6),
+            fixed in any::<bool>(),
+            grant_ms in prop::sample::select(vec![600u64, 5_000, 30_000]),
+        ) {
+            run(&steps, &skews, fixed, grant_ms).map_err(TestCaseError::fail)?;
+        }
+    }
+
+    /// The fence and the floor are both needed: a holder paused past the
+    /// reclaim resumes and issues within its grant only, above which the
+    /// new holder starts.
+    #[test]
+    fn paused_holder_and_its_successor_stay_apart() {
+        let steps = [
+            Step::Start(0),
+            Step::Issue(0),
+            Step::Pause(0),
+            Step::Tick(2_000),
+            Step::Tick(2_000),
+            Step::Start(1),
+            Step::Issue(1),
+            Step::Resume(0),
+            Step::Issue(0),
+            Step::Issue(1),
+            Step::Issue(0),
+        ];
+        // Servers 0 and 4 are both fixed on node 0 (4 nodes).
+        let steps: Vec<Step> = steps
+            .into_iter()
+            .map(|s| match s {
+                Step::Start(1) => Step::Start(4),
+                Step::Issue(1) => Step::Issue(4),
+                s => s,
+            })
+            .collect();
+        run(&steps, &[0, 0, 0, 0, 0], true, 600).unwrap();
+        // The same in the registry's terms: 1 takes over 0's stale claim.
+        let mut reg = ModelRegistry {
+            rows: HashMap::new(),
+            next_claim: 0,
+            nodes: 4,
+            max_grant_ms: 3_600_000,
+        };
+        let a = reg.claim(0, 0, 0, Some(0), None, 0, 600).unwrap();
+        assert_eq!(
+            reg.claim(10, 1, 1, Some(0), None, 10, 600),
+            Err(Refused::Held)
+        );
+        let b = reg.claim(2_000, 1, 1, Some(0), None, 2_000, 600).unwrap();
+        assert_eq!(b.floor_ms, a.until_ms as i64);
+        assert_eq!(reg.renew(2_001, &a, 2_001, 600), Err(Refused::Lost));
+        // The full pool.
+        for i in 0..3 {
+            reg.claim(2_000, 10 + i, 10 + i, None, None, 2_000, 600)
+                .unwrap();
+        }
+        assert_eq!(
+            reg.claim(2_000, 20, 20, None, None, 2_000, 600),
+            Err(Refused::Full)
+        );
+        // A release hands the id on with the floor at what was issued.
+        reg.release(&b, 2_100);
+        let c = reg.claim(2_200, 21, 21, None, None, 2_200, 600).unwrap();
+        assert_eq!((c.node_id, c.floor_ms), (0, 2_100));
+    }
+}
