@@ -48,9 +48,11 @@ VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_
 # PostgreSQL's list of settings one way on 15 and another from 16 on, so 15
 # (all tests) and 18 cover both; Citus is built for 18 (scripts/postgres.sh,
 # CITUS_PG); two writers replicating each other set up with
-# pg_createsubscriber need 17 or later.
+# pg_createsubscriber need 17 or later; the node-id registry runs on 15 (all
+# tests) and on 17, where its copy cases include a pg_createsubscriber
+# conversion.
 declare -A ONE_VERSION_TESTS=(
-  [17]="logical_two_writers"
+  [17]="logical_two_writers registry"
   [18]="citus startup_refusal")
 # Of those, the ones 15 cannot run.
 NOT_ON_15="citus logical_two_writers"

@@ -159,6 +159,9 @@ pub enum GenerateError {
     /// The lease could not be extended (the environment says why).
     #[error("{0}")]
     Lease(String),
+    /// The lease would pass the node id's grant from the registry.
+    #[error(transparent)]
+    Grant(#[from] super::registry::GrantError),
 }
 
 /// The absolute upper bound on one batch, whatever the drift limit: a

@@ -178,8 +178,13 @@ impl StoredLease {
             epoch_unix_ms: get("epoch_unix_ms")?,
             node_bits: small("node_bits")?,
             sequence_bits: small("sequence_bits")?,
-            node_id: u64::try_from(get("node_id")?)
-                .map_err(|_| "the field node_id is out of range".to_string())?,
+            // Unsigned: an unset node id (a server that takes its node id
+            // from a registry) is recorded as u64::MAX.
+            node_id: fields
+                .get("node_id")
+                .ok_or("the field node_id is missing")?
+                .parse::<u64>()
+                .map_err(|_| "the field node_id is not a number")?,
         };
         // The identifier is unsigned 64-bit, beyond i64: parsed on its own.
         let system_identifier = match version {
@@ -344,6 +349,15 @@ mod tests {
             Some(u64::MAX)
         );
         assert_eq!(r.lease_until_ms(), 1_767_225_600_123 - 1_735_689_600_000);
+        // An unset node id (registry mode) reads back as written.
+        let unset = LeaseRecord {
+            node_id: UNSET_NODE_ID,
+            ..r
+        };
+        assert_eq!(
+            StoredLease::from_text(&unset.to_text(SYSID)).map(|s| s.record),
+            Ok(unset)
+        );
     }
 
     /// A file written by a release before the system identifier (version

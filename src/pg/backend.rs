@@ -13,6 +13,7 @@ use crate::core::generator::{
 use crate::pg::clock;
 use crate::pg::errors::{self, raise, Error};
 use crate::pg::horizon;
+use crate::pg::registry;
 use crate::pg::settings;
 use crate::pg::shmem::{self, Blocked, Shared};
 use pgrx::pg_sys;
@@ -30,10 +31,17 @@ pub fn ready() -> (&'static Config, &'static Shared) {
 
 /// Checks that this server may issue IDs now and returns its node id.
 pub fn issuing_node(config: &Config, shared: &Shared) -> u64 {
-    let Some(node) = config.node_id else {
-        raise(Error::NodeIdUnset {
-            max_node: config.layout.max_node(),
-        });
+    // With a registry the node id is the claimed one, asked for last: a
+    // held server claims none, and its block is what it must report.
+    let node = if registry::enabled() {
+        None
+    } else {
+        match config.node_id {
+            Some(node) => Some(node),
+            None => raise(Error::NodeIdUnset {
+                max_node: config.layout.max_node(),
+            }),
+        }
     };
     match shared.blocked() {
         Blocked::No => {}
@@ -63,7 +71,10 @@ pub fn issuing_node(config: &Config, shared: &Shared) -> u64 {
     if in_recovery() {
         raise(Error::InRecovery);
     }
-    node
+    match node {
+        Some(node) => node,
+        None => registry::issuing_node(),
+    }
 }
 
 /// Whether the server is in recovery. A backend that saw recovery end never
@@ -97,6 +108,7 @@ pub fn issue(config: &Config, shared: &Shared, policy: DriftPolicy, count: u64) 
                     last_issued: clock::timestamp_of(config, last).to_string(),
                 })
             }
+            GenerateError::Grant(e) => raise(registry::grant_ended(e, config)),
             e => raise(e),
         },
     )
@@ -131,7 +143,10 @@ pub fn first_id_above(value: Option<i64>, apply: bool) -> i64 {
             let floor = layout.pair(ms, layout.max_sequence());
             if apply && floor > last {
                 if shared.generator.lease_until_ms.load(Ordering::Acquire) < ms {
-                    shared.extend_lease(config, ms).unwrap_or_else(|e| raise(e));
+                    shared.extend_lease(config, ms).unwrap_or_else(|e| match e {
+                        GenerateError::Grant(e) => raise(registry::grant_ended(e, config)),
+                        e => raise(e),
+                    });
                 }
                 shared.generator.pair.fetch_max(floor, Ordering::AcqRel);
             }
@@ -139,7 +154,7 @@ pub fn first_id_above(value: Option<i64>, apply: bool) -> i64 {
         }
     }
     let next = generator::next_pair(layout, last, now_ms).min(layout.max_pair());
-    layout.id_of_pair(next, config.node_id.unwrap_or(0))
+    layout.id_of_pair(next, registry::node_id(config).unwrap_or(0))
 }
 
 /// IDs this backend issued that are not yet added to the shared

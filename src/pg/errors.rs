@@ -53,6 +53,26 @@ pub enum Error {
     CopyDetected(String),
     /// `pg_upgrade` made this cluster and the lease file was not copied.
     LeaseMissingAfterUpgrade(String),
+    /// Registry mode: no node id claimed, because the registry cannot be
+    /// reached (or has not been asked yet).
+    RegistryUnavailable { registry: String, message: String },
+    /// Registry mode: the registry refused the claim (with its SQLSTATE:
+    /// the node id is held, the layout differs from the fleet's, the pool
+    /// is full).
+    RegistryRefused {
+        registry: String,
+        sqlstate: String,
+        message: String,
+    },
+    /// Registry mode: claimed, waiting for the clock to come near the floor.
+    RegistryWaitingForFloor { message: String },
+    /// Registry mode: the grant ended without a renewal.
+    RegistryGrantEnded {
+        registry: String,
+        until: String,
+        lost: bool,
+        message: String,
+    },
 
     // --- issuing
     /// The generator refused (time field exhausted, lease not writable,
@@ -265,6 +285,55 @@ impl Error {
                 message,
                 "Stop this server and copy snowflake_id.lease from the old data directory into this one (the old server stopped too), then start it: the old lease is adopted and its settings checked. If the old cluster had no such file, it never issued IDs: run SELECT snowflake_accept_configuration(); as a superuser.",
             ),
+            E::RegistryUnavailable { registry, message } => report(
+                Code::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+                format!("no node id: the registry ({registry}) has not granted one: {message}"),
+                "Make the registry reachable with snowflake_id.registry's connection string (host, port, role with snowflake_registry_client, password in .pgpass); the lease worker keeps trying and issuing starts by itself. The server log has each failure.",
+            ),
+            E::RegistryRefused {
+                registry,
+                sqlstate,
+                message,
+            } => report(
+                match sqlstate.as_str() {
+                    "53400" => Code::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+                    "22023" => Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                    "42501" | "42883" | "3F000" => Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    _ => Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                },
+                format!("no node id: the registry ({registry}) refused the claim ({sqlstate}): {message}"),
+                match sqlstate.as_str() {
+                    "42501" | "42883" | "3F000" => "Install the registry (registry/snowflake_registry.sql) in the database the connection string names, and GRANT snowflake_registry_client to the role this server logs in as.",
+                    _ => "Fix what the registry says (its hint is part of the message); the lease worker tries again every few seconds and issuing starts by itself.",
+                },
+            ),
+            E::RegistryWaitingForFloor { message } => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                message,
+                "This server took over its node id from a holder that did not release it (a crash, a copy, a pause): it issues only after every ID that holder may issue. Wait, or leave snowflake_id.node_id unset so that a free node id is taken at once; a clean shutdown releases the node id and avoids the wait.",
+            ),
+            E::RegistryGrantEnded {
+                registry,
+                until,
+                lost,
+                message,
+            } => report(
+                if lost {
+                    Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+                } else {
+                    Code::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
+                },
+                if lost {
+                    format!("the node id's grant ended at {until} and the registry ({registry}) gave the node id to another server: {message}")
+                } else {
+                    format!("the node id's grant ended at {until} and the registry ({registry}) has not renewed it: {message}")
+                },
+                if lost {
+                    "Restart this server to claim a node id again; it issued no ID its node id's new holder can issue."
+                } else {
+                    "Make the registry reachable again: issuing resumes by itself once the lease worker renews the grant. snowflake_id.registry_grant sets how long a server issues without the registry."
+                },
+            ),
             E::ReplayFailed(message) => report(
                 Code::ERRCODE_DATA_CORRUPTED,
                 message,
@@ -292,6 +361,13 @@ impl Error {
                 Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                 e.to_string(),
                 "Use smaller batches, or raise snowflake_id.max_clock_drift.",
+            ),
+            // Raised without the configuration at hand (never expected:
+            // backend::issue reports it with the time).
+            E::Generate(GenerateError::Grant(e)) => report(
+                Code::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+                e.to_string(),
+                "Make the registry reachable again: issuing resumes by itself once the lease worker renews the grant.",
             ),
             E::Generate(GenerateError::Lease(message)) => {
                 let hint = if message.contains("lease worker") {

@@ -230,7 +230,11 @@ pub fn before_issue(config: &Config, generator: &SharedState) {
         raise(Error::HorizonNoSlot)
     };
     // (Issuing checked the node id first.)
-    slot.publish(next_id(config, generator, config.node_id.unwrap_or(0)));
+    slot.publish(next_id(
+        config,
+        generator,
+        crate::pg::registry::node_id(config).unwrap_or(0),
+    ));
     unsafe { PUBLISHED = true };
 }
 
@@ -244,7 +248,10 @@ fn next_id(config: &Config, generator: &SharedState, node: u64) -> u64 {
 /// `snowflake_horizon()`: the generator's next ID first, then the slots,
 /// then the prepared transactions still in progress.
 pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
-    let Some(node) = config.node_id else {
+    let Some(node) = crate::pg::registry::node_id(config) else {
+        if crate::pg::registry::enabled() {
+            crate::pg::registry::issuing_node();
+        }
         raise(Error::NodeIdUnset {
             max_node: config.layout.max_node(),
         })

@@ -19,6 +19,7 @@
 //! reloads the configuration (`lease_sync` may change).
 
 use crate::core::generator::LEASE_WINDOW_MS;
+use crate::pg::registry::{self, worker::ClaimWorker};
 use crate::pg::settings;
 use crate::pg::shmem::{self, Blocked};
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
@@ -85,6 +86,8 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
     let layout = config.layout;
     let mut last_seen = shared.generator.last_time_ms(&layout);
     let mut failing = false;
+    // The node id's claim, renewal and release, in registry mode.
+    let mut claim = registry::enabled().then(ClaimWorker::new);
     while !shutdown_requested() {
         unsafe {
             if std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 {
@@ -92,7 +95,10 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
                 pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
             }
         }
-        if shared.blocked() == Blocked::No && config.node_id.is_some() {
+        if let Some(claim) = claim.as_mut() {
+            claim.tick(config, shared);
+        }
+        if shared.blocked() == Blocked::No && registry::node_id(config).is_some() {
             let time = shared.generator.last_time_ms(&layout);
             let active = time != last_seen;
             last_seen = time;
@@ -119,4 +125,7 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
         }
     }
     shared.set_worker_latch(std::ptr::null_mut());
+    if let Some(claim) = claim.as_mut() {
+        claim.release(config, shared);
+    }
 }

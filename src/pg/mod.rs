@@ -10,6 +10,9 @@
 //!   configuration (held once);
 //! - [`wal`]: the lease records written to the WAL, and the wait for
 //!   synchronous standbys;
+//! - [`registry`]: the node id claimed from a registry, its grant (the
+//!   lease's fence) and the lease worker's claim, renewal and release,
+//!   over the server's own libpq;
 //! - [`horizon`]: the read horizon's slots and prepared-transaction table
 //!   in shared memory, and its transaction callback;
 //! - [`shmem`]: the generator's place in shared memory, the lease (file and
@@ -25,6 +28,7 @@ pub mod clock;
 pub mod errors;
 pub mod horizon;
 pub mod lease_worker;
+pub mod registry;
 pub mod rmgr;
 pub mod settings;
 pub mod shmem;

@@ -43,6 +43,11 @@ static NODE_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
 static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
 static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_DRIFT_MS);
 static LEASE_SYNC: GucSetting<bool> = GucSetting::<bool>::new(false);
+static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static REGISTRY_FLEET: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"default"));
+pub const DEFAULT_REGISTRY_GRANT_MS: i32 = 30_000;
+static REGISTRY_GRANT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_REGISTRY_GRANT_MS);
 
 /// The configuration validated at start. Set once in the postmaster and
 /// inherited by every backend through fork.
@@ -51,7 +56,7 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 /// The prefix of every setting.
 const PREFIX: &str = "snowflake_id";
 /// The settings' names, for the message about an unknown one.
-const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift and lease_sync";
+const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift, lease_sync, registry, registry_fleet and registry_grant";
 
 /// Defines the settings, then stops the server on any `snowflake_id.*`
 /// value it was given that is not taken, and reserves the prefix.
@@ -242,6 +247,32 @@ fn define_settings() {
         GucContext::Sighup,
         GucFlags::default(),
     );
+    GucRegistry::define_string_guc(
+        c"snowflake_id.registry",
+        c"Connection string of the node-id registry (empty: no registry).",
+        c"A libpq connection string or URI (TLS, .pgpass and service files as libpq supports them). Set: the node id is claimed from the registry at start and its grant bounds the IDs issued; snowflake_id.node_id, if set, must be granted as it is.",
+        &REGISTRY,
+        GucContext::Postmaster,
+        GucFlags::SUPERUSER_ONLY,
+    );
+    GucRegistry::define_string_guc(
+        c"snowflake_id.registry_fleet",
+        c"The ID space in the registry this server belongs to.",
+        c"Servers of one fleet share an epoch and a layout and get distinct node ids.",
+        &REGISTRY_FLEET,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.registry_grant",
+        c"How far ahead, in ID time, the registry grants the node id.",
+        c"Issuing goes on this long without the registry; a crashed server with a fixed node id waits up to this long at restart; a node id passes on this long after its holder died.",
+        &REGISTRY_GRANT,
+        1_000,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
 }
 
 /// Reads the settings, validates them together and remembers the result;
@@ -260,6 +291,7 @@ pub fn validate_or_stop() {
     match Config::validate(&settings, clock::unix_now_ms()) {
         Ok(config) => {
             let _ = CONFIG.set(config);
+            crate::pg::registry::set_enabled(!registry_conninfo().trim().is_empty());
         }
         Err(e) => errors::stop(Error::Settings(e)),
     }
@@ -282,6 +314,32 @@ pub fn max_clock_drift_ms() -> u64 {
 pub fn lease_sync() -> bool {
     // SAFETY: the pointer is to a static that PostgreSQL updates in place.
     unsafe { *LEASE_SYNC.as_ptr() }
+}
+
+/// `snowflake_id.registry`: the registry's connection string ("" when off).
+pub fn registry_conninfo() -> String {
+    REGISTRY
+        .get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The registry's connection string as messages show it (no password).
+pub fn registry_display() -> String {
+    crate::core::registry::conninfo_display(&registry_conninfo())
+}
+
+/// `snowflake_id.registry_fleet`.
+pub fn registry_fleet() -> String {
+    REGISTRY_FLEET
+        .get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "default".into())
+}
+
+/// `snowflake_id.registry_grant`, as this process last read it.
+pub fn registry_grant_ms() -> u64 {
+    REGISTRY_GRANT.get().max(1_000) as u64
 }
 
 /// The generator's drift rule as the settings give it now.

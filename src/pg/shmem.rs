@@ -38,7 +38,7 @@ use crate::core::lease::LEASE_FILE_NAME;
 use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord, UNSET_NODE_ID};
 use crate::core::lease_wal::plan_replay;
 use crate::pg::settings::data_dir;
-use crate::pg::{horizon, settings, wal};
+use crate::pg::{horizon, registry, settings, wal};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::UnsafeCell;
@@ -130,8 +130,10 @@ unsafe fn reserve() {
     unsafe {
         pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>());
         pg_sys::RequestAddinShmemSpace(horizon::request_size());
-        // The generator's lock, and the read horizon's (prepared transactions).
-        pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), 2);
+        pg_sys::RequestAddinShmemSpace(registry::request_size());
+        // The generator's lock, the read horizon's (prepared transactions)
+        // and the registry claim's (its message).
+        pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), 3);
     }
 }
 
@@ -185,6 +187,9 @@ unsafe extern "C-unwind" fn shmem_startup() {
         }
         horizon::attach(
             &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr()).add(1)).lock,
+        );
+        registry::attach(
+            &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr()).add(2)).lock,
         );
         SHARED = shared;
         pg_sys::LWLockRelease(init_lock);
@@ -520,6 +525,8 @@ impl Shared {
     pub fn extend_lease(&self, config: &Config, until_ms: u64) -> Result<(), GenerateError> {
         // (false: lease_sync was turned off during the wait; written as
         // without it.)
+        // The registry's fence first: past the grant no lease helps.
+        registry::lease_within(until_ms, until_ms)?;
         if settings::lease_sync() && self.wait_for_worker_lease(until_ms)? {
             return Ok(());
         }
@@ -527,10 +534,11 @@ impl Shared {
         if self.generator.lease_until_ms.load(Ordering::Acquire) >= until_ms {
             return Ok(());
         }
-        let (target, _) = self.record_lease_locked(
-            config,
+        let target = registry::lease_within(
+            until_ms,
             lease_target(&self.generator, &config.layout, until_ms),
         )?;
+        let (target, _) = self.record_lease_locked(config, target)?;
         self.raise_lease(target);
         Ok(())
     }
@@ -557,16 +565,23 @@ impl Shared {
         let sync = settings::lease_sync();
         let written = {
             let _guard = LockGuard::exclusive(self.lock);
-            needed().map(|needed| {
-                let written = self.record_lease_locked(
-                    config,
-                    lease_target(&self.generator, &config.layout, needed),
-                );
-                if let (false, Ok((target, _))) = (sync, &written) {
-                    self.raise_lease(*target);
-                }
-                written
-            })
+            // Within the registry's grant: past it there is nothing to write
+            // (backends report the grant's end themselves).
+            needed()
+                .and_then(|needed| {
+                    registry::lease_within(
+                        needed,
+                        lease_target(&self.generator, &config.layout, needed),
+                    )
+                    .ok()
+                })
+                .map(|target| {
+                    let written = self.record_lease_locked(config, target);
+                    if let (false, Ok((target, _))) = (sync, &written) {
+                        self.raise_lease(*target);
+                    }
+                    written
+                })
         };
         let (target, end) = match written {
             None => return Ok(false),
@@ -685,10 +700,20 @@ impl Shared {
         Ok((record.lease_until_ms(), end))
     }
 
+    /// Raises the in-memory bound every issued ID stays within: never past
+    /// the registry's grant (the fence), whatever the lease file holds.
     fn raise_lease(&self, target_ms: u64) {
         self.generator
             .lease_until_ms
-            .fetch_max(target_ms, Ordering::AcqRel);
+            .fetch_max(target_ms.min(registry::lease_ceiling()), Ordering::AcqRel);
+    }
+
+    /// Runs `f` with the lease bound (ms since the epoch) under the lock
+    /// that every lease extension takes: while it runs no backend raises
+    /// the bound (the registry's release cuts the grant down to it).
+    pub fn with_lease_lock<R>(&self, f: impl FnOnce(u64) -> R) -> R {
+        let _guard = LockGuard::exclusive(self.lock);
+        f(self.generator.lease_until_ms.load(Ordering::Acquire))
     }
 
     /// Redo of a lease record (the startup process): see

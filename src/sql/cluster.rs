@@ -37,7 +37,7 @@ fn snowflake_node_info() -> TableIterator<
     let (in_recovery, system_identifier) =
         unsafe { (pg_sys::RecoveryInProgress(), pg_sys::GetSystemIdentifier()) };
     TableIterator::once((
-        config.node_id.map(|n| n as i32),
+        crate::pg::registry::node_id(config).map(|n| n as i32),
         timestamp_of(config, 0),
         layout.time_bits() as i32,
         layout.node_bits() as i32,

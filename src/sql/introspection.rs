@@ -44,12 +44,12 @@ fn snowflake_stats() -> TableIterator<
     let pair = g.pair.load(Ordering::Acquire);
     // Before the first ID the pair only holds the restart floor.
     let last_id = (issued > 0)
-        .then(|| config.node_id.map(|n| layout.id_of_pair(pair, n)))
+        .then(|| crate::pg::registry::node_id(config).map(|n| layout.id_of_pair(pair, n)))
         .flatten();
     let drift = (issued > 0).then(|| layout.pair_time(pair) as i64 - clock::now_ms(config));
     let lease = g.lease_until_ms.load(Ordering::Acquire);
     TableIterator::once((
-        config.node_id.map(|n| n as i32),
+        crate::pg::registry::node_id(config).map(|n| n as i32),
         timestamp_of(config, 0),
         layout.time_bits() as i32,
         layout.node_bits() as i32,

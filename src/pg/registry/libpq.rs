@@ -1,0 +1,387 @@
+//! The server's own libpq, loaded at run time by the lease worker, and the
+//! few calls the registry needs, without blocking on the network.
+//!
+//! Why libpq: it is what `postgres_fdw`, `dblink`, Citus and
+//! pg_auto_failover use to reach another server, so the registry's
+//! connection string means exactly what it means to `psql`: TLS
+//! (`sslmode`, certificates), `.pgpass`, service files, several hosts with
+//! `target_session_attrs`, Kerberos. A Rust client would give us none of
+//! that for free. Why loaded at run time (`dlopen`) rather than linked:
+//! only the lease worker needs it, a server without a registry never loads
+//! it, and the build needs no libpq headers or link step on any of the
+//! supported versions. It is looked up next to the server's own libraries
+//! (`get_lib_path`: a relocatable install finds its own copy), then by the
+//! dynamic linker's search.
+//!
+//! Every wait is on the worker's latch or the socket, with a deadline, so
+//! a registry that stops answering (paused, partitioned) never hangs the
+//! worker, and a shutdown ends a wait at once (except the release, which
+//! is allowed its short deadline).
+
+use pgrx::pg_sys;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+type Conn = c_void;
+type Res = c_void;
+
+// libpq's enum values (libpq-fe.h), stable since PostgreSQL 7.
+const CONNECTION_OK: c_int = 0;
+const PGRES_POLLING_FAILED: c_int = 0;
+const PGRES_POLLING_READING: c_int = 1;
+const PGRES_POLLING_WRITING: c_int = 2;
+const PGRES_POLLING_OK: c_int = 3;
+const PGRES_COMMAND_OK: c_int = 1;
+const PGRES_TUPLES_OK: c_int = 2;
+const PG_DIAG_SQLSTATE: c_int = b'C' as c_int;
+const PG_DIAG_MESSAGE_PRIMARY: c_int = b'M' as c_int;
+const PG_DIAG_MESSAGE_DETAIL: c_int = b'D' as c_int;
+const PG_DIAG_MESSAGE_HINT: c_int = b'H' as c_int;
+
+/// The libpq functions used, resolved once per process.
+struct Api {
+    connect_start_params:
+        unsafe extern "C" fn(*const *const c_char, *const *const c_char, c_int) -> *mut Conn,
+    connect_poll: unsafe extern "C" fn(*mut Conn) -> c_int,
+    status: unsafe extern "C" fn(*const Conn) -> c_int,
+    error_message: unsafe extern "C" fn(*const Conn) -> *const c_char,
+    socket: unsafe extern "C" fn(*const Conn) -> c_int,
+    set_nonblocking: unsafe extern "C" fn(*mut Conn, c_int) -> c_int,
+    send_query_params: unsafe extern "C" fn(
+        *mut Conn,
+        *const c_char,
+        c_int,
+        *const pg_sys::Oid,
+        *const *const c_char,
+        *const c_int,
+        *const c_int,
+        c_int,
+    ) -> c_int,
+    flush: unsafe extern "C" fn(*mut Conn) -> c_int,
+    consume_input: unsafe extern "C" fn(*mut Conn) -> c_int,
+    is_busy: unsafe extern "C" fn(*mut Conn) -> c_int,
+    get_result: unsafe extern "C" fn(*mut Conn) -> *mut Res,
+    result_status: unsafe extern "C" fn(*const Res) -> c_int,
+    result_error_field: unsafe extern "C" fn(*const Res, c_int) -> *const c_char,
+    result_error_message: unsafe extern "C" fn(*const Res) -> *const c_char,
+    ntuples: unsafe extern "C" fn(*const Res) -> c_int,
+    nfields: unsafe extern "C" fn(*const Res) -> c_int,
+    get_value: unsafe extern "C" fn(*const Res, c_int, c_int) -> *const c_char,
+    get_is_null: unsafe extern "C" fn(*const Res, c_int, c_int) -> c_int,
+    clear: unsafe extern "C" fn(*mut Res),
+    finish: unsafe extern "C" fn(*mut Conn),
+}
+
+static API: OnceLock<Result<Api, String>> = OnceLock::new();
+
+fn api() -> Result<&'static Api, String> {
+    API.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+/// Where the server's libraries are (`pg_config --libdir`, relocated).
+fn server_libdir() -> Option<String> {
+    let mut buf = vec![0 as c_char; pg_sys::MAXPGPATH as usize];
+    unsafe {
+        let exec = (&raw const pg_sys::my_exec_path).cast::<c_char>();
+        if *exec == 0 {
+            return None;
+        }
+        pg_sys::get_lib_path(exec, buf.as_mut_ptr());
+        Some(CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
+    }
+}
+
+fn load() -> Result<Api, String> {
+    let mut candidates = Vec::new();
+    if let Some(dir) = server_libdir() {
+        candidates.push(format!("{dir}/libpq.so.5"));
+    }
+    candidates.push("libpq.so.5".to_string());
+    let mut tried = Vec::new();
+    let handle = candidates.iter().find_map(|path| {
+        let c = CString::new(path.as_str()).ok()?;
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if h.is_null() {
+            let why = unsafe { libc::dlerror() };
+            let why = if why.is_null() {
+                String::new()
+            } else {
+                unsafe { CStr::from_ptr(why) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            tried.push(format!("{path}: {why}"));
+            None
+        } else {
+            Some(h)
+        }
+    });
+    let Some(handle) = handle else {
+        return Err(format!("libpq could not be loaded ({})", tried.join("; ")));
+    };
+    macro_rules! sym {
+        ($name:literal) => {{
+            let p = unsafe { libc::dlsym(handle, concat!($name, "\0").as_ptr().cast()) };
+            if p.is_null() {
+                return Err(format!("libpq has no {}", $name));
+            }
+            // SAFETY: the symbol is libpq's function of that name, whose C
+            // signature the field's type spells.
+            unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+        }};
+    }
+    Ok(Api {
+        connect_start_params: sym!("PQconnectStartParams"),
+        connect_poll: sym!("PQconnectPoll"),
+        status: sym!("PQstatus"),
+        error_message: sym!("PQerrorMessage"),
+        socket: sym!("PQsocket"),
+        set_nonblocking: sym!("PQsetnonblocking"),
+        send_query_params: sym!("PQsendQueryParams"),
+        flush: sym!("PQflush"),
+        consume_input: sym!("PQconsumeInput"),
+        is_busy: sym!("PQisBusy"),
+        get_result: sym!("PQgetResult"),
+        result_status: sym!("PQresultStatus"),
+        result_error_field: sym!("PQresultErrorField"),
+        result_error_message: sym!("PQresultErrorMessage"),
+        ntuples: sym!("PQntuples"),
+        nfields: sym!("PQnfields"),
+        get_value: sym!("PQgetvalue"),
+        get_is_null: sym!("PQgetisnull"),
+        clear: sym!("PQclear"),
+        finish: sym!("PQfinish"),
+    })
+}
+
+/// A failed call.
+#[derive(Debug, Clone)]
+pub enum CallError {
+    /// The registry could not be reached or did not answer in time.
+    Unreachable(String),
+    /// The registry answered with an error.
+    Refused {
+        sqlstate: String,
+        message: String,
+        detail: Option<String>,
+        hint: Option<String>,
+    },
+}
+
+/// Whether a wait should end early because the server shuts down.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum OnShutdown {
+    Abort,
+    Finish,
+}
+
+fn text(p: *const c_char) -> Option<String> {
+    (!p.is_null()).then(|| {
+        unsafe { CStr::from_ptr(p) }
+            .to_string_lossy()
+            .trim_end()
+            .to_string()
+    })
+}
+
+fn shutting_down() -> bool {
+    unsafe { std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0 }
+}
+
+/// One open connection to the registry.
+pub struct Connection {
+    api: &'static Api,
+    conn: *mut Conn,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        unsafe { (self.api.finish)(self.conn) };
+    }
+}
+
+impl Connection {
+    fn error(&self) -> String {
+        text(unsafe { (self.api.error_message)(self.conn) }).unwrap_or_default()
+    }
+
+    /// Waits until the socket is ready for `events` or the deadline passes.
+    fn wait(&self, events: u32, deadline: Instant, on_shutdown: OnShutdown) -> Result<(), String> {
+        loop {
+            if on_shutdown == OnShutdown::Abort && shutting_down() {
+                return Err("the server is shutting down".into());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!("no answer within {} s", CALL_TIMEOUT.as_secs()));
+            }
+            let sock = unsafe { (self.api.socket)(self.conn) };
+            if sock < 0 {
+                return Err(self.error());
+            }
+            let rc = unsafe {
+                pg_sys::WaitLatchOrSocket(
+                    pg_sys::MyLatch,
+                    (pg_sys::WL_LATCH_SET
+                        | pg_sys::WL_TIMEOUT
+                        | pg_sys::WL_EXIT_ON_PM_DEATH
+                        | events) as c_int,
+                    sock,
+                    left.as_millis().clamp(1, 60_000) as _,
+                    pg_sys::PG_WAIT_EXTENSION,
+                )
+            };
+            if rc as u32 & pg_sys::WL_LATCH_SET != 0 {
+                unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
+            }
+            if rc as u32 & events != 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Opens a connection with libpq's connection string `conninfo`.
+    pub fn open(conninfo: &str, on_shutdown: OnShutdown) -> Result<Connection, String> {
+        let api = api()?;
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        let value = CString::new(conninfo)
+            .map_err(|_| "the connection string holds a NUL byte".to_string())?;
+        let keys = [
+            c"dbname".as_ptr(),
+            c"fallback_application_name".as_ptr(),
+            std::ptr::null(),
+        ];
+        let values = [
+            value.as_ptr(),
+            c"snowflake_id lease".as_ptr(),
+            std::ptr::null(),
+        ];
+        let conn = unsafe { (api.connect_start_params)(keys.as_ptr(), values.as_ptr(), 1) };
+        if conn.is_null() {
+            return Err("out of memory".into());
+        }
+        let c = Connection { api, conn };
+        // PQconnectPoll's protocol: wait for what it asks, then call again.
+        let mut poll = PGRES_POLLING_WRITING;
+        loop {
+            match poll {
+                PGRES_POLLING_OK => break,
+                PGRES_POLLING_FAILED => return Err(c.error()),
+                PGRES_POLLING_READING => {
+                    c.wait(pg_sys::WL_SOCKET_READABLE, deadline, on_shutdown)?
+                }
+                _ => c.wait(pg_sys::WL_SOCKET_WRITEABLE, deadline, on_shutdown)?,
+            }
+            poll = unsafe { (api.connect_poll)(c.conn) };
+        }
+        if unsafe { (api.status)(c.conn) } != CONNECTION_OK {
+            return Err(c.error());
+        }
+        if unsafe { (api.set_nonblocking)(c.conn, 1) } != 0 {
+            return Err(c.error());
+        }
+        Ok(c)
+    }
+
+    /// Runs `sql` with text parameters and returns its rows as text.
+    pub fn query(
+        &self,
+        sql: &str,
+        params: &[Option<String>],
+        on_shutdown: OnShutdown,
+    ) -> Result<Vec<Vec<Option<String>>>, CallError> {
+        let unreachable = CallError::Unreachable;
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        let sql = CString::new(sql).map_err(|_| unreachable("NUL in query".into()))?;
+        let params: Vec<Option<CString>> = params
+            .iter()
+            .map(|p| {
+                p.as_ref()
+                    .map(|p| CString::new(p.as_str()).unwrap_or_default())
+            })
+            .collect();
+        let ptrs: Vec<*const c_char> = params
+            .iter()
+            .map(|p| p.as_ref().map_or(std::ptr::null(), |p| p.as_ptr()))
+            .collect();
+        let api = self.api;
+        let sent = unsafe {
+            (api.send_query_params)(
+                self.conn,
+                sql.as_ptr(),
+                ptrs.len() as c_int,
+                std::ptr::null(),
+                ptrs.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+            )
+        };
+        if sent != 1 {
+            return Err(unreachable(self.error()));
+        }
+        loop {
+            match unsafe { (api.flush)(self.conn) } {
+                0 => break,
+                1 => self
+                    .wait(pg_sys::WL_SOCKET_WRITEABLE, deadline, on_shutdown)
+                    .map_err(unreachable)?,
+                _ => return Err(unreachable(self.error())),
+            }
+        }
+        let mut rows = Vec::new();
+        let mut failure = None;
+        loop {
+            while unsafe { (api.is_busy)(self.conn) } != 0 {
+                self.wait(pg_sys::WL_SOCKET_READABLE, deadline, on_shutdown)
+                    .map_err(unreachable)?;
+                if unsafe { (api.consume_input)(self.conn) } == 0 {
+                    return Err(unreachable(self.error()));
+                }
+            }
+            let res = unsafe { (api.get_result)(self.conn) };
+            if res.is_null() {
+                break;
+            }
+            let status = unsafe { (api.result_status)(res) };
+            if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK {
+                let (n, m) = unsafe { ((api.ntuples)(res), (api.nfields)(res)) };
+                for i in 0..n {
+                    rows.push(
+                        (0..m)
+                            .map(|j| unsafe {
+                                if (api.get_is_null)(res, i, j) != 0 {
+                                    None
+                                } else {
+                                    text((api.get_value)(res, i, j))
+                                }
+                            })
+                            .collect(),
+                    );
+                }
+            } else if failure.is_none() {
+                let field = |f| text(unsafe { (api.result_error_field)(res, f) });
+                failure = Some(match field(PG_DIAG_SQLSTATE) {
+                    Some(sqlstate) => CallError::Refused {
+                        sqlstate,
+                        message: field(PG_DIAG_MESSAGE_PRIMARY).unwrap_or_default(),
+                        detail: field(PG_DIAG_MESSAGE_DETAIL),
+                        hint: field(PG_DIAG_MESSAGE_HINT),
+                    },
+                    None => unreachable(
+                        text(unsafe { (api.result_error_message)(res) }).unwrap_or_default(),
+                    ),
+                });
+            }
+            unsafe { (api.clear)(res) };
+        }
+        match failure {
+            Some(f) => Err(f),
+            None => Ok(rows),
+        }
+    }
+}
+
+/// How long a connection attempt or a call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);

@@ -1,0 +1,285 @@
+//! The node-id registry in the server: the claim's place in shared memory,
+//! what backends check before they issue, and the lease's fence.
+//!
+//! With `snowflake_id.registry` set, the node id is not the setting's but
+//! the one the lease worker claimed ([`worker`]), and the generator's lease
+//! never passes the claim's grant (the rules and why they keep IDs unique:
+//! [`crate::core::registry`]). The hot path reads one more word only in
+//! this mode (the claimed node id, published once per server lifetime,
+//! after the generator was raised above the claim's floor); the grant is
+//! read only where the lease is extended, which is off the hot path.
+//!
+//! Until the first claim succeeds, and once a grant has run out without a
+//! renewal, `snowflake_next()` fails with the registry's own words: a
+//! server never falls back to a guessed node id.
+
+pub mod libpq;
+pub mod worker;
+
+use crate::core::config::Config;
+use crate::core::registry::{lease_within_grant, GrantError};
+use crate::pg::errors::{raise, Error};
+use crate::pg::settings;
+use pgrx::pg_sys;
+use std::cell::UnsafeCell;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const SHMEM_NAME: &CStr = c"snowflake_id registry";
+const MESSAGE_LEN: usize = 2048;
+/// No node id claimed (yet).
+const NONE: u64 = u64::MAX;
+/// How long a backend waits for the lease worker's first claim after a
+/// start before it reports what stands in the way.
+const FIRST_CLAIM_WAIT: Duration = Duration::from_secs(5);
+
+/// Where the claim stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Phase {
+    /// No claim tried yet (the lease worker starts with the server).
+    Starting = 0,
+    /// A claim failed; the worker tries again.
+    Failed = 1,
+    /// Claimed; waiting for the clock to come near the floor.
+    Waiting = 2,
+    /// Claimed and issuing.
+    Held = 3,
+    /// The registry gave the node id to another server: issuing goes on
+    /// within the grant, then stops until a restart.
+    Lost = 4,
+    /// Released at shutdown.
+    Released = 5,
+}
+
+/// The claim, in shared memory. Written by the lease worker only.
+#[repr(C)]
+pub struct ClaimState {
+    /// The claimed node id once it may be used, else [`NONE`].
+    node_id: AtomicU64,
+    /// The grant's end (ms since the epoch); 0 before the first claim.
+    until_ms: AtomicU64,
+    floor_ms: AtomicI64,
+    /// The node id claimed (also while waiting for its floor).
+    claimed_node: AtomicU64,
+    phase: AtomicU32,
+    /// Whether `message` says why the last call failed (the grant may
+    /// still hold).
+    failing: AtomicBool,
+    lock: *mut pg_sys::LWLock,
+    /// The last failure (or what the claim waits for), NUL-padded;
+    /// guarded by `lock`.
+    message: UnsafeCell<[u8; MESSAGE_LEN]>,
+}
+
+static mut STATE: *mut ClaimState = std::ptr::null_mut();
+/// Whether this server takes its node id from a registry: fixed at start
+/// (inherited by every process), so the hot path reads a plain static.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// At start (postmaster, after the settings were validated).
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+/// Whether the node id comes from the registry.
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+pub fn request_size() -> usize {
+    std::mem::size_of::<ClaimState>()
+}
+
+/// Creates or finds the claim's state (shmem startup hook, under
+/// `AddinShmemInitLock`).
+///
+/// # Safety
+/// Called from the shared-memory startup hook with `lock` from the
+/// extension's tranche.
+pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
+    unsafe {
+        let mut found = false;
+        let state = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), request_size(), &mut found)
+            .cast::<ClaimState>();
+        if !found {
+            state.write(ClaimState {
+                node_id: AtomicU64::new(NONE),
+                until_ms: AtomicU64::new(0),
+                floor_ms: AtomicI64::new(-1),
+                claimed_node: AtomicU64::new(NONE),
+                phase: AtomicU32::new(Phase::Starting as u32),
+                failing: AtomicBool::new(false),
+                lock,
+                message: UnsafeCell::new([0; MESSAGE_LEN]),
+            });
+        }
+        STATE = state;
+    }
+}
+
+fn state() -> Option<&'static ClaimState> {
+    unsafe { STATE.as_ref() }
+}
+
+impl ClaimState {
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            0 => Phase::Starting,
+            1 => Phase::Failed,
+            2 => Phase::Waiting,
+            3 => Phase::Held,
+            4 => Phase::Lost,
+            _ => Phase::Released,
+        }
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u32, Ordering::Release);
+    }
+
+    pub fn message(&self) -> String {
+        unsafe {
+            pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_SHARED);
+            let buf = &*self.message.get();
+            let end = buf.iter().position(|&b| b == 0).unwrap_or(MESSAGE_LEN);
+            let text = String::from_utf8_lossy(&buf[..end]).into_owned();
+            pg_sys::LWLockRelease(self.lock);
+            text
+        }
+    }
+
+    fn set_message(&self, text: &str) {
+        let mut n = text.len().min(MESSAGE_LEN - 1);
+        while !text.is_char_boundary(n) {
+            n -= 1;
+        }
+        unsafe {
+            pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let buf = &mut *self.message.get();
+            buf.fill(0);
+            buf[..n].copy_from_slice(&text.as_bytes()[..n]);
+            pg_sys::LWLockRelease(self.lock);
+        }
+    }
+
+    pub fn until_ms(&self) -> u64 {
+        self.until_ms.load(Ordering::Acquire)
+    }
+}
+
+/// The node id this server issues under now, for display and for bounds
+/// (`snowflake_stats()`, the read horizon): the claimed one in registry
+/// mode, else the setting.
+pub fn node_id(config: &Config) -> Option<u64> {
+    if !enabled() {
+        return config.node_id;
+    }
+    state().and_then(|s| Some(s.node_id.load(Ordering::Acquire)).filter(|&n| n != NONE))
+}
+
+/// Registry mode: the node id to issue under, or the error that says why
+/// there is none (waits a few seconds for the first claim after a start).
+pub fn issuing_node() -> u64 {
+    let Some(state) = state() else {
+        raise(Error::NotPreloaded)
+    };
+    let node = state.node_id.load(Ordering::Acquire);
+    if node != NONE {
+        return node;
+    }
+    let started = Instant::now();
+    loop {
+        let node = state.node_id.load(Ordering::Acquire);
+        if node != NONE {
+            return node;
+        }
+        let phase = state.phase();
+        let waiting_first = phase == Phase::Starting && started.elapsed() < FIRST_CLAIM_WAIT;
+        if !waiting_first {
+            raise(no_node_error(state, phase));
+        }
+        unsafe {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                50,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        pgrx::check_for_interrupts!();
+    }
+}
+
+fn no_node_error(state: &ClaimState, phase: Phase) -> Error {
+    let registry = settings::registry_display();
+    let message = state.message();
+    match phase {
+        Phase::Waiting => Error::RegistryWaitingForFloor { message },
+        Phase::Starting => Error::RegistryUnavailable {
+            registry,
+            message: "the lease worker (\"snowflake_id lease\") has not claimed a node id yet"
+                .into(),
+        },
+        _ => match message.split_once(' ') {
+            Some((code, rest))
+                if code.len() == 5
+                    && code.chars().all(|c| c.is_ascii_alphanumeric())
+                    && code != "08001" =>
+            {
+                Error::RegistryRefused {
+                    registry,
+                    sqlstate: code.to_string(),
+                    message: rest.to_string(),
+                }
+            }
+            Some((_, rest)) => Error::RegistryUnavailable {
+                registry,
+                message: rest.to_string(),
+            },
+            None => Error::RegistryUnavailable { registry, message },
+        },
+    }
+}
+
+/// The fence, where the lease is extended (the caller holds the
+/// generator's lock): the lease to write when IDs up to `needed_ms` must be
+/// covered and the generator wants `target_ms`. Unchanged without a
+/// registry.
+pub fn lease_within(needed_ms: u64, target_ms: u64) -> Result<u64, GrantError> {
+    if !enabled() {
+        return Ok(target_ms);
+    }
+    let until = state().map_or(0, |s| s.until_ms());
+    lease_within_grant(needed_ms, target_ms, until)
+}
+
+/// The largest lease the generator may use (`u64::MAX` without a registry).
+pub fn lease_ceiling() -> u64 {
+    if !enabled() {
+        return u64::MAX;
+    }
+    state().map_or(0, |s| s.until_ms())
+}
+
+/// The error for a grant that ended: the registry's words if a call
+/// failed, and when it ended.
+pub fn grant_ended(e: GrantError, config: &Config) -> Error {
+    let GrantError::Exhausted { until_ms, .. } = e;
+    let state = state();
+    let lost = state.is_some_and(|s| s.phase() == Phase::Lost);
+    let message = state.map(|s| s.message()).unwrap_or_default();
+    Error::RegistryGrantEnded {
+        registry: settings::registry_display(),
+        until: crate::pg::clock::timestamp_of(config, until_ms).to_string(),
+        lost,
+        message: message
+            .split_once(' ')
+            .filter(|(c, _)| c.len() == 5)
+            .map(|(_, m)| m.to_string())
+            .unwrap_or(message),
+    }
+}

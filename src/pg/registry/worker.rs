@@ -1,0 +1,393 @@
+//! The lease worker's registry duties: claim a node id at start, renew the
+//! grant ahead of need, release it at a clean shutdown.
+//!
+//! The claim is made once per server lifetime (a new random token each
+//! time: a restarted server, or a copy, cannot prove it is the one that
+//! held the node id before, so it never continues an old claim). Before
+//! the node id is published for backends the generator is raised above the
+//! claim's floor and its lease cut down to the grant; if the floor lies
+//! further ahead of the clock than `snowflake_id.max_clock_drift`, the node
+//! id is published when the clock comes near it (a fixed node id taken over
+//! from a holder that crashed: its grant, at most `registry_grant`, is the
+//! wait). A server with no fixed node id is offered the one its data
+//! directory held last only when no one holds it, else a free one, so it
+//! never waits.
+//!
+//! Renewals raise the grant to `registry_grant` past the generator's time
+//! once a sixth of it has passed; failures are retried with a backoff and
+//! leave the grant as it is, so a registry outage shorter than the grant
+//! goes unnoticed by the backends. At a clean shutdown the grant is first
+//! cut down to the durable lease (under the generator's lock, so no backend
+//! can extend past it), then released at that bound: the next holder of the
+//! node id need not wait.
+
+use super::libpq::{CallError, Connection, OnShutdown};
+use super::{state, ClaimState, Phase, NONE};
+use crate::core::config::Config;
+use crate::core::instance::{read_marker, write_marker};
+use crate::core::registry::{
+    first_ms_above, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
+};
+use crate::pg::clock;
+use crate::pg::settings::{self, data_dir};
+use crate::pg::shmem::{Blocked, Shared};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::CStr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The data directory's last claimed node id (`fleet node_id`): only a
+/// preference for the next claim, never trusted as a claim.
+pub const NODE_FILE_NAME: &str = "snowflake_id.node";
+
+const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms FROM snowflake_registry.claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+const RENEW_SQL: &str = "SELECT snowflake_registry.renew($1, $2, $3, $4, $5, $6)";
+const RELEASE_SQL: &str = "SELECT snowflake_registry.release($1, $2, $3, $4, $5)";
+
+/// The lease worker's side of the claim (process-local).
+pub struct ClaimWorker {
+    conn: Option<Connection>,
+    token: String,
+    grant: Option<Grant>,
+    failures: u32,
+    next_call: Instant,
+    /// The last failure logged, so each is logged once.
+    logged: String,
+}
+
+impl ClaimWorker {
+    pub fn new() -> ClaimWorker {
+        ClaimWorker {
+            conn: None,
+            token: random_token(),
+            grant: None,
+            failures: 0,
+            next_call: Instant::now(),
+            logged: String::new(),
+        }
+    }
+
+    /// One turn of the lease worker's loop.
+    pub fn tick(&mut self, config: &Config, shared: &Shared) {
+        let Some(state) = state() else { return };
+        // A held server (a copy, a changed configuration) claims nothing
+        // until the operator has accepted.
+        if shared.blocked() != Blocked::No {
+            return;
+        }
+        if state.phase() == Phase::Waiting {
+            self.publish_when_near(config, state);
+        }
+        if Instant::now() < self.next_call {
+            return;
+        }
+        match state.phase() {
+            Phase::Starting | Phase::Failed => self.claim(config, shared, state),
+            Phase::Waiting | Phase::Held => {
+                let time = holder_time_ms(config, shared);
+                if renewal_due(state.until_ms(), time, settings::registry_grant_ms()) {
+                    self.renew(config, shared, state);
+                }
+            }
+            Phase::Lost | Phase::Released => {}
+        }
+    }
+
+    fn call(
+        &mut self,
+        sql: &str,
+        params: &[Option<String>],
+        on_shutdown: OnShutdown,
+    ) -> Result<Vec<Vec<Option<String>>>, CallError> {
+        if self.conn.is_none() {
+            self.conn = Some(
+                Connection::open(&settings::registry_conninfo(), on_shutdown)
+                    .map_err(CallError::Unreachable)?,
+            );
+        }
+        let result = match &self.conn {
+            Some(conn) => conn.query(sql, params, on_shutdown),
+            None => Err(CallError::Unreachable("not connected".into())),
+        };
+        if matches!(result, Err(CallError::Unreachable(_))) {
+            // A broken or stuck connection is opened again next time.
+            self.conn = None;
+        }
+        result
+    }
+
+    fn claim(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
+        let fleet = settings::registry_fleet();
+        let preferred = preferred_node(&fleet);
+        let layout = &config.layout;
+        let s = |v: String| Some(v);
+        let params = [
+            s(fleet.clone()),
+            s(config.epoch_unix_ms.to_string()),
+            s(layout.node_bits().to_string()),
+            s(layout.sequence_bits().to_string()),
+            config.node_id.map(|n| n.to_string()),
+            preferred.map(|n| n.to_string()),
+            s(self.token.clone()),
+            s(unsafe { pg_sys::GetSystemIdentifier() }.to_string()),
+            s(host_name()),
+            s(unsafe { pg_sys::PostPortNumber }.to_string()),
+            s(data_dir().display().to_string()),
+            s(holder_time_ms(config, shared).to_string()),
+            s(settings::registry_grant_ms().to_string()),
+        ];
+        let rows = match self.call(CLAIM_SQL, &params, OnShutdown::Abort) {
+            Ok(rows) => rows,
+            Err(e) => return self.failed(state, e, false),
+        };
+        let Some(grant) = parse_grant(&rows) else {
+            return self.failed(
+                state,
+                CallError::Unreachable(format!("the registry's claim answered {rows:?}")),
+                false,
+            );
+        };
+        // The floor first, then the fence, then the node id (published
+        // when the clock is near enough): a backend that sees the node id
+        // sees the generator above the floor.
+        if grant.floor_ms >= 0 {
+            let first = first_ms_above(grant.floor_ms).min(layout.max_time_ms());
+            shared
+                .generator
+                .pair
+                .fetch_max(layout.pair(first, 0).saturating_sub(1), Ordering::AcqRel);
+        }
+        state.until_ms.store(grant.until_ms, Ordering::Release);
+        shared
+            .generator
+            .lease_until_ms
+            .fetch_min(grant.until_ms, Ordering::AcqRel);
+        state.floor_ms.store(grant.floor_ms, Ordering::Release);
+        state.claimed_node.store(grant.node_id, Ordering::Release);
+        self.grant = Some(grant);
+        self.succeeded(state);
+        state.set_phase(Phase::Waiting);
+        if let Err(e) = write_marker(
+            &data_dir(),
+            NODE_FILE_NAME,
+            &format!("{fleet} {}", grant.node_id),
+        ) {
+            warning!("snowflake_id: could not write \"{NODE_FILE_NAME}\": {e} (the next start may take another node id)");
+        }
+        log!(
+            "snowflake_id: claimed node id {} of fleet \"{fleet}\" from the registry {} (IDs after {} up to {}, renewed ahead)",
+            grant.node_id,
+            settings::registry_display(),
+            time_text(config, grant.floor_ms),
+            time_text(config, grant.until_ms as i64),
+        );
+        self.publish_when_near(config, state);
+    }
+
+    /// Publishes the claimed node id once issuing above the floor stays
+    /// within the drift limit.
+    fn publish_when_near(&mut self, config: &Config, state: &ClaimState) {
+        let floor = state.floor_ms.load(Ordering::Acquire);
+        let wait = wait_for_floor_ms(floor, clock::now_ms(config), settings::max_clock_drift_ms());
+        if wait == 0 {
+            state.node_id.store(
+                state.claimed_node.load(Ordering::Acquire),
+                Ordering::Release,
+            );
+            state.set_phase(Phase::Held);
+        } else {
+            let node = state.claimed_node.load(Ordering::Acquire);
+            state.set_message(&format!(
+                "node id {node} was claimed from the registry, and its previous holder may have issued IDs up to {} (its grant): this server issues from {wait} ms before that time on (snowflake_id.max_clock_drift)",
+                time_text(config, floor)
+            ));
+        }
+    }
+
+    fn renew(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
+        let Some(grant) = self.grant else { return };
+        let params = [
+            Some(settings::registry_fleet()),
+            Some(grant.node_id.to_string()),
+            Some(grant.claim_id.to_string()),
+            Some(self.token.clone()),
+            Some(holder_time_ms(config, shared).to_string()),
+            Some(settings::registry_grant_ms().to_string()),
+        ];
+        let until = self
+            .call(RENEW_SQL, &params, OnShutdown::Abort)
+            .and_then(|rows| {
+                rows.first()
+                    .and_then(|r| r.first().cloned().flatten())
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| {
+                        CallError::Unreachable(format!("the registry's renewal answered {rows:?}"))
+                    })
+            });
+        match until {
+            Ok(until) => {
+                state.until_ms.fetch_max(until, Ordering::AcqRel);
+                self.grant = Some(Grant {
+                    until_ms: until.max(grant.until_ms),
+                    ..grant
+                });
+                if state.failing.load(Ordering::Acquire) {
+                    log!(
+                        "snowflake_id: the registry {} answers again; node id {} is granted up to {}",
+                        settings::registry_display(),
+                        grant.node_id,
+                        time_text(config, until as i64)
+                    );
+                }
+                self.succeeded(state);
+            }
+            Err(e) => {
+                let lost = matches!(&e, CallError::Refused { sqlstate, .. } if sqlstate == "55000");
+                self.failed(state, e, lost);
+            }
+        }
+    }
+
+    fn succeeded(&mut self, state: &ClaimState) {
+        self.failures = 0;
+        self.next_call = Instant::now();
+        self.logged.clear();
+        state.failing.store(false, Ordering::Release);
+        state.set_message("");
+    }
+
+    fn failed(&mut self, state: &ClaimState, e: CallError, lost: bool) {
+        let text = match &e {
+            CallError::Unreachable(m) => format!("08001 could not reach the registry: {m}"),
+            CallError::Refused {
+                sqlstate,
+                message,
+                detail,
+                hint,
+            } => {
+                let mut t = format!("{sqlstate} {message}");
+                if let Some(d) = detail {
+                    t.push_str(&format!(" ({d})"));
+                }
+                if let Some(h) = hint {
+                    t.push_str(&format!(" {h}"));
+                }
+                t
+            }
+        };
+        state.set_message(&text);
+        state.failing.store(true, Ordering::Release);
+        if lost {
+            state.set_phase(Phase::Lost);
+        } else if matches!(state.phase(), Phase::Starting) {
+            state.set_phase(Phase::Failed);
+        }
+        let delay = retry_after_ms(self.failures, settings::registry_grant_ms());
+        self.failures = self.failures.saturating_add(1);
+        self.next_call = Instant::now() + Duration::from_millis(delay);
+        let shown = text.split_once(' ').map_or(text.as_str(), |(_, m)| m);
+        if shown != self.logged {
+            self.logged = shown.to_string();
+            warning!(
+                "snowflake_id: registry {}: {shown}",
+                settings::registry_display()
+            );
+        }
+    }
+
+    /// At a clean shutdown: cut the grant down to the durable lease, then
+    /// release the node id at that bound.
+    pub fn release(&mut self, config: &Config, shared: &Shared) {
+        let Some(state) = state() else { return };
+        let Some(grant) = self.grant else { return };
+        if !matches!(state.phase(), Phase::Waiting | Phase::Held) {
+            return;
+        }
+        let issued_until = shared.with_lease_lock(|lease_until_ms| {
+            state.until_ms.fetch_min(lease_until_ms, Ordering::AcqRel);
+            state.until_ms()
+        });
+        state.set_phase(Phase::Released);
+        state.node_id.store(NONE, Ordering::Release);
+        let params = [
+            Some(settings::registry_fleet()),
+            Some(grant.node_id.to_string()),
+            Some(grant.claim_id.to_string()),
+            Some(self.token.clone()),
+            Some(issued_until.to_string()),
+        ];
+        match self.call(RELEASE_SQL, &params, OnShutdown::Finish) {
+            Ok(_) => log!(
+                "snowflake_id: released node id {} to the registry (IDs issued up to {})",
+                grant.node_id,
+                time_text(config, issued_until as i64)
+            ),
+            Err(e) => warning!(
+                "snowflake_id: could not release node id {} to the registry {}: {e:?} (it passes on when its grant ends)",
+                grant.node_id,
+                settings::registry_display()
+            ),
+        }
+    }
+}
+
+impl Default for ClaimWorker {
+    fn default() -> Self {
+        ClaimWorker::new()
+    }
+}
+
+fn parse_grant(rows: &[Vec<Option<String>>]) -> Option<Grant> {
+    let row = rows.first()?;
+    let get = |i: usize| row.get(i).cloned().flatten();
+    Some(Grant {
+        node_id: get(0)?.parse().ok()?,
+        claim_id: get(1)?.parse().ok()?,
+        floor_ms: get(2)?.parse().ok()?,
+        until_ms: get(3)?.parse().ok()?,
+    })
+}
+
+/// The holder's present in ID time: the clock, or the generator's last
+/// ID if that is later.
+fn holder_time_ms(config: &Config, shared: &Shared) -> u64 {
+    (clock::now_ms(config).max(0) as u64).max(shared.generator.last_time_ms(&config.layout))
+}
+
+fn time_text(config: &Config, ms: i64) -> String {
+    clock::timestamp_of(config, ms.max(0) as u64).to_string()
+}
+
+/// The node id this data directory held last in `fleet`.
+fn preferred_node(fleet: &str) -> Option<u64> {
+    let text = read_marker(&data_dir(), NODE_FILE_NAME).ok().flatten()?;
+    let (f, n) = text.trim().rsplit_once(' ')?;
+    (f == fleet).then(|| n.parse().ok()).flatten()
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    unsafe { CStr::from_ptr(buf.as_ptr().cast()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// 128 random bits, as hex: the claim's secret.
+fn random_token() -> String {
+    let mut bytes = [0u8; 16];
+    let ok = unsafe { pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
+    if !ok {
+        // Never expected; still distinct per process and moment.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes.copy_from_slice(&(t ^ (std::process::id() as u128) << 64).to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# Node ids from a registry (docs/registry.md): a registry database without
+# the extension, and servers that claim their node ids from it.
+#
+# Every ID any server issues here is recorded as it is issued (INSERT ...
+# RETURNING), and the test ends with the check that none was issued twice.
+# Cases: six servers started at the same moment with one configuration; a
+# fixed node id held by a live server, passed on at a clean shutdown; a
+# layout that differs from the fleet's; the registry down at start, down
+# while issuing past the grant, and back; a holder paused (SIGSTOP) while
+# its node id is taken over, resumed: it never issues past its grant, and
+# its successor only above it; copies: `cp -a` of a stopped data directory
+# started beside its original, a crash-consistent copy of a running one, a
+# restored backup, and (17 and later) a pg_createsubscriber conversion;
+# least privilege of the client role; a full pool.
+. "$(dirname "$0")/lib.sh"
+require_installed_extension
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+IDS="$SF_WORK/ids"
+: > "$IDS"
+chmod 666 "$IDS"
+
+# --- the registry: a plain server, the extension not even preloaded
+cluster_init reg "$(free_port)"
+as_pg sed -i "/^shared_preload_libraries = 'snowflake_id'$/d" "$(cluster_dir reg)/postgresql.conf"
+cluster_start reg
+psql_on reg -f "$ROOT/registry/snowflake_registry.sql" >/dev/null 2>&1
+# Installing again keeps the data and replaces the functions.
+psql_on reg -f "$ROOT/registry/snowflake_registry.sql" >/dev/null 2>&1
+psql_on reg -c "CREATE ROLE fleet_node LOGIN; GRANT snowflake_registry_client TO fleet_node"
+REGISTRY="host=127.0.0.1 port=$(cluster_port reg) dbname=postgres user=fleet_node"
+GRANT_MS=3000
+
+# node_init NAME [conf...]: a server of the fleet, with a short grant.
+node_init() {
+  local name=$1; shift
+  cluster_init "$name" "$(free_port)" "snowflake_id.registry = '$REGISTRY'" \
+    "snowflake_id.registry_grant = '${GRANT_MS}ms'" "$@"
+}
+make_table() {
+  psql_on "$1" -c "CREATE EXTENSION IF NOT EXISTS snowflake_id" \
+    -c "CREATE TABLE IF NOT EXISTS t (id bigint PRIMARY KEY DEFAULT snowflake_next())" >/dev/null
+}
+# issue NAME N: N IDs, recorded.
+issue() {
+  psql_on "$1" -At -c "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, $2) RETURNING id" >> "$IDS"
+}
+node_of() { sql_value "$1" "SELECT node_id FROM snowflake_stats()"; }
+# wait_issuing NAME SECONDS: until NAME issues (recorded), or fail.
+wait_issuing() {
+  local i
+  for i in $(seq 1 $(($2 * 10))); do
+    issue "$1" 1 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "$1 did not issue within $2 s: $(psql_on "$1" -c 'SELECT snowflake_next()' 2>&1 | head -3)"
+}
+no_duplicates() {
+  local dups; dups=$(sort "$IDS" | uniq -d | sed -n 1,5p)
+  [ -z "$dups" ] || fail "$1: IDs issued twice: $dups"
+  pass "$1: $(wc -l < "$IDS") IDs issued so far, none twice"
+}
+registry_sql() {
+  psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U fleet_node -d postgres -c "$1"
+}
+
+# --- six servers started at the same moment, one configuration
+for i in 1 2 3 4 5 6; do node_init "n$i"; done
+for i in 1 2 3 4 5 6; do cluster_start "n$i" & done
+wait
+for i in 1 2 3 4 5 6; do make_table "n$i"; done
+for i in 1 2 3 4 5 6; do issue "n$i" 2000 & done
+wait
+nodes=$(for i in 1 2 3 4 5 6; do node_of "n$i"; done | sort -n | tr '\n' ' ')
+[ "$(echo "$nodes" | wc -w)" = 6 ] && [ "$(echo "$nodes" | tr ' ' '\n' | sed '/^$/d' | sort -u | wc -l)" = 6 ] ||
+  fail "six servers started together got node ids: $nodes"
+pass "six servers started together claimed distinct node ids: $nodes"
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.holders WHERE state = 'held'")" = 6 ] ||
+  fail "the registry does not list six held node ids"
+no_duplicates "concurrent first starts"
+
+# --- a fixed node id held by a live server; passed on at a clean shutdown
+X1=$(node_of n1)
+node_init n7 "snowflake_id.node_id = $X1"
+cluster_start n7
+make_table n7
+out=$(sql_error n7 "SELECT snowflake_next()") || fail "n7 issued under node id $X1, held by n1"
+[ "$(sqlstate_of "$out")" = 55000 ] && echo "$out" | grep -q "node id $X1 of fleet \"default\" is held by .*:$(cluster_port n1) (data directory $(cluster_dir n1)" ||
+  fail "the fixed node id's refusal does not name its live holder: $out"
+pass "a fixed node id held by a live server is refused, naming it"
+cluster_stop n1
+start=$(now_ms)
+wait_issuing n7 10
+[ "$(node_of n7)" = "$X1" ] || fail "n7 has node id $(node_of n7), not $X1"
+pass "the fixed node id passed on $(( $(now_ms) - start )) ms after its holder's clean shutdown"
+issue n7 1000
+no_duplicates "fixed node id"
+
+# --- a layout that differs from the fleet's
+node_init n8 "snowflake_id.node_bits = 9"
+cluster_start n8
+make_table n8
+out=$(sql_error n8 "SELECT snowflake_next()") || fail "n8 issued with another layout than its fleet's"
+[ "$(sqlstate_of "$out")" = 22023 ] && echo "$out" | grep -q 'fleet "default" issues IDs with epoch .* layout 41/10/12 .* this server .* layout 42/9/12' ||
+  fail "the layout refusal does not say what differs: $out"
+pass "a server whose layout differs from its fleet's is refused"
+cluster_stop n8
+
+# --- the registry down: at start, and while issuing past the grant
+cluster_stop reg
+node_init n9
+cluster_start n9
+make_table n9
+issue n2 100 || fail "n2 stopped issuing at once when the registry went down"
+out=$(sql_error n9 "SELECT snowflake_next()") || fail "n9 issued without reaching the registry"
+[ "$(sqlstate_of "$out")" = 08001 ] && echo "$out" | grep -q "port=$(cluster_port reg)" ||
+  fail "the unreachable registry's error does not name it: $out"
+pass "a server that cannot reach the registry at start refuses (08001)"
+sleep $((GRANT_MS / 1000 + 1))
+out=$(sql_error n2 "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 10)") ||
+  fail "n2 issued past its grant with the registry down"
+[ "$(sqlstate_of "$out")" = 08001 ] && echo "$out" | grep -q "grant ended at .* has not renewed it" ||
+  fail "the ended grant's error is not the documented one: $out"
+pass "issuing stops when the grant runs out with the registry down"
+cluster_start reg
+wait_issuing n2 15
+wait_issuing n9 15
+pass "n2 and n9 issue again by themselves once the registry is back"
+no_duplicates "registry down and back"
+
+# --- a paused holder whose node id is taken over
+X3=$(node_of n3)
+node_init n10 "snowflake_id.node_id = $X3"
+cluster_start n10
+make_table n10
+sql_error n10 "SELECT snowflake_next()" >/dev/null || fail "n10 issued under n3's live node id"
+# Writers on both, recording (node id, ID) per server.
+writer() {
+  local name=$1 end=$(( $(now_ms) + $2 ))
+  while [ "$(now_ms)" -lt "$end" ]; do
+    psql_on "$name" -At -c "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20) RETURNING id" \
+      >> "$SF_WORK/w.$name" 2>> "$SF_WORK/w.$name.err" || true
+  done
+}
+pid3=$(head -1 "$(cluster_dir n3)/postmaster.pid")
+writer n3 8000 &
+wpid3=$!
+sleep 0.5
+kill -STOP "$pid3"; pkill -STOP -P "$pid3"
+# Stale after three missed renewals: n10's retries take the node id over
+# (with the floor); n3 resumes at once, with what is left of its grant.
+for _ in $(seq 1 100); do
+  [ "$(sql_value reg "SELECT port FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $X3")" = "$(cluster_port n10)" ] && break
+  sleep 0.05
+done
+kill -CONT "$pid3"; pkill -CONT -P "$pid3"
+writer n10 6000 &
+wpid10=$!
+wait "$wpid3" "$wpid10"
+cat "$SF_WORK/w.n3" "$SF_WORK/w.n10" >> "$IDS"
+[ "$(node_of n10)" = "$X3" ] || fail "n10 did not take over node id $X3"
+n3_max=$(sort -n "$SF_WORK/w.n3" | tail -1)
+n10_min=$(sort -n "$SF_WORK/w.n10" | sed -n 1p)
+[ -n "$n3_max" ] && [ -n "$n10_min" ] || fail "a writer issued nothing (n3: $n3_max, n10: $n10_min)"
+# Same node id: the time fields must not overlap.
+[ $((n3_max >> 22)) -lt $((n10_min >> 22)) ] ||
+  fail "the paused holder issued at $((n3_max >> 22)) ms, its successor from $((n10_min >> 22)) ms: their ranges overlap"
+grep -q "gave the node id to another server" "$SF_WORK/w.n3.err" ||
+  fail "the resumed holder did not stop at its grant's end: $(tail -3 "$SF_WORK/w.n3.err")"
+pass "the paused holder issued up to $((n3_max >> 22)) ms, within its grant, and then refused; its successor from $((n10_min >> 22)) ms; $(wc -l < "$SF_WORK/w.n3") and $(wc -l < "$SF_WORK/w.n10") IDs"
+no_duplicates "paused holder"
+
+# --- copies
+copy_setup() { # copy_setup FROM TO: the copied directory as a new server
+  local to=$1 port; port=$(free_port)
+  mkdir -p "$(cluster_dir "$to").sock"; chown postgres:postgres "$(cluster_dir "$to").sock"
+  echo "$port" > "$SF_WORK/$to.port"
+  echo "$PG_BIN" > "$SF_WORK/$to.bin"
+  SF_CLUSTERS+=("$to")
+  as_pg rm -f "$(cluster_dir "$to")/postmaster.pid"
+  cluster_conf "$to" "port = $port" "unix_socket_directories = '$(cluster_dir "$to").sock'"
+}
+# cp -a of a stopped data directory, started beside its original.
+cluster_stop n4
+cp -a "$(cluster_dir n4)" "$(cluster_dir n4c)"
+copy_setup n4c
+cluster_start n4 & cluster_start n4c & wait
+wait_issuing n4 10; wait_issuing n4c 10
+[ "$(node_of n4)" != "$(node_of n4c)" ] || fail "n4 and its cp -a copy both issue under node id $(node_of n4)"
+issue n4 1000; issue n4c 1000
+pass "cp -a of a stopped server: node ids $(node_of n4) and $(node_of n4c)"
+# A crash-consistent copy of a running server (every process frozen).
+pid5=$(head -1 "$(cluster_dir n5)/postmaster.pid")
+kill -STOP "$pid5"; pkill -STOP -P "$pid5"
+cp -a "$(cluster_dir n5)" "$(cluster_dir n5c)"
+kill -CONT "$pid5"; pkill -CONT -P "$pid5"
+copy_setup n5c
+cluster_start n5c
+wait_issuing n5c 10
+issue n5 1000; issue n5c 1000
+[ "$(node_of n5)" != "$(node_of n5c)" ] || fail "n5 and its running copy both issue under node id $(node_of n5)"
+pass "crash-consistent copy of a running server: node ids $(node_of n5) and $(node_of n5c)"
+# A restored backup: held as a copy (backup_label) until accepted, then
+# its own node id.
+(cd / && as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$(cluster_port n6)" -U postgres \
+  -D "$(cluster_dir n6b)" -X stream -c fast --no-sync)
+copy_setup n6b
+cluster_start n6b
+out=$(sql_error n6b "SELECT snowflake_next()") || fail "a restored backup issued before acceptance"
+[ "$(sqlstate_of "$out")" = 55000 ] || fail "the restored backup's refusal: $out"
+psql_on n6b -c "SELECT snowflake_accept_configuration()" >/dev/null
+wait_issuing n6b 10
+issue n6 1000; issue n6b 1000
+[ "$(node_of n6)" != "$(node_of n6b)" ] || fail "n6 and its restored backup both issue under node id $(node_of n6)"
+pass "restored backup: refused until accepted, then node ids $(node_of n6) and $(node_of n6b)"
+if [ "$PG_MAJOR" -ge 17 ]; then
+  cluster_basebackup n6s "$(free_port)" n6
+  cluster_start n6s
+  wait_for_replay n6s n6
+  cluster_stop n6s
+  create_subscriber n6s n6
+  cluster_start n6s
+  out=$(sql_error n6s "SELECT snowflake_next()") || fail "a pg_createsubscriber conversion issued before acceptance"
+  psql_on n6s -c "SELECT snowflake_accept_configuration()" >/dev/null
+  wait_issuing n6s 10
+  issue n6s 1000
+  [ "$(node_of n6)" != "$(node_of n6s)" ] || fail "n6 and its converted standby both issue under node id $(node_of n6)"
+  pass "pg_createsubscriber conversion: refused until accepted, then node ids $(node_of n6) and $(node_of n6s)"
+fi
+no_duplicates "copies"
+
+# --- least privilege, and a full pool (the registry's functions, as the client role)
+for q in "SELECT * FROM snowflake_registry.node_ids" "SELECT * FROM snowflake_registry.grants" \
+  "UPDATE snowflake_registry.node_ids SET until_ms = 0" "DELETE FROM snowflake_registry.grants" \
+  "SELECT * FROM snowflake_registry.holders"; do
+  out=$(registry_sql "$q" 2>&1) && fail "the client role may run: $q"
+  echo "$out" | grep -q "permission denied" || fail "$q: $out"
+done
+X2=$(node_of n2)
+claim2=$(sql_value reg "SELECT claim_id FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $X2")
+out=$(registry_sql "SELECT snowflake_registry.renew('default', $X2, $claim2, 'not-the-holders-token', 0, 3000)" 2>&1) &&
+  fail "another server's claim was renewed without its token"
+echo "$out" | grep -q "is lost" || fail "renewal without the token: $out"
+registry_sql "SELECT snowflake_registry.release('default', $X2, $claim2, 'not-the-holders-token', 0)" >/dev/null
+[ "$(sql_value reg "SELECT state FROM snowflake_registry.holders WHERE fleet = 'default' AND node_id = $X2")" = held ] ||
+  fail "another server's claim was released without its token"
+pass "the client role cannot read or change the registry's tables, nor renew or release another server's claim"
+now=$(( $(now_ms) - 1735689600000 ))
+for i in 1 2; do
+  registry_sql "SELECT node_id FROM snowflake_registry.claim('tiny', 1735689600000, 1, 12, NULL, NULL, 'token-of-holder-$i', $i, 'h$i', $i, '/d$i', $now, 60000)" >/dev/null
+done
+out=$(registry_sql "SELECT node_id FROM snowflake_registry.claim('tiny', 1735689600000, 1, 12, NULL, NULL, 'token-of-holder-3', 3, 'h3', 3, '/d3', $now, 60000)" 2>&1) &&
+  fail "a third claim in a fleet of two node ids succeeded"
+echo "$out" | grep -q 'all 2 node ids of fleet "tiny" are held' && echo "$out" | grep -q "1: h2:2 (data directory /d2" ||
+  fail "the full pool's error does not list the holders: $out"
+pass "a full pool is refused, listing its holders"
+
+no_duplicates "registry"
