@@ -247,7 +247,6 @@ mod tests {
     #[derive(Clone, Debug)]
     struct Row {
         claim_id: i64,
-        holder: u32,
         identity: u32,
         floor_ms: i64,
         until_ms: u64,
@@ -283,7 +282,7 @@ mod tests {
         fn claim(
             &mut self,
             now: i64,
-            holder: u32,
+            _holder: u32,
             identity: u32,
             wanted: Option<u64>,
             preferred: Option<u64>,
@@ -326,7 +325,6 @@ mod tests {
                 chosen,
                 Row {
                     claim_id: self.next_claim,
-                    holder,
                     identity,
                     floor_ms: floor,
                     until_ms: until,
@@ -509,15 +507,12 @@ mod tests {
                         continue;
                     };
                     let holder_now = (now + s.skew).max(s.last_ms.map_or(0, |m| m as i64));
-                    match reg.renew(now, &g, holder_now, grant_ms) {
-                        Ok(until) => {
-                            s.grant = Some(Grant {
-                                until_ms: until,
-                                ..g
-                            })
-                        }
-                        // Lost: it keeps the grant it has, no more.
-                        Err(_) => {}
+                    // Lost: it keeps the grant it has, no more.
+                    if let Ok(until) = reg.renew(now, &g, holder_now, grant_ms) {
+                        s.grant = Some(Grant {
+                            until_ms: until,
+                            ..g
+                        });
                     }
                 }
                 Step::Pause(i) => servers[pick(i)].paused = true,

@@ -92,6 +92,8 @@ fn server_libdir() -> Option<String> {
     }
 }
 
+// The transmutes' target types are the fields' types.
+#[allow(clippy::missing_transmute_annotations)]
 fn load() -> Result<Api, String> {
     let mut candidates = Vec::new();
     if let Some(dir) = server_libdir() {
