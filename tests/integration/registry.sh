@@ -214,6 +214,14 @@ issue n6 1000; issue n6b 1000
 [ "$(node_of n6)" != "$(node_of n6b)" ] || fail "n6 and its restored backup both issue under node id $(node_of n6)"
 pass "restored backup: refused until accepted, then node ids $(node_of n6) and $(node_of n6b)"
 if [ "$PG_MAJOR" -ge 17 ]; then
+  # pg_createsubscriber needs a logical publisher: n6 restarts with it (a
+  # clean restart: it releases its node id and claims it again).
+  x6=$(node_of n6)
+  psql_on n6 -c "ALTER SYSTEM SET wal_level = logical" >/dev/null
+  cluster_stop n6
+  cluster_start n6
+  wait_issuing n6 10
+  [ "$(node_of n6)" = "$x6" ] || fail "n6 restarted cleanly with node id $(node_of n6), not its own $x6"
   cluster_basebackup n6s "$(free_port)" n6
   cluster_start n6s
   wait_for_replay n6s n6
