@@ -427,8 +427,10 @@ pub fn current_record(config: &Config, lease_until_ms: u64) -> LeaseRecord {
     }
 }
 
-fn set_message(buffer: &mut [u8; MESSAGE_LEN], text: &str) {
-    let mut n = text.len().min(MESSAGE_LEN - 1);
+/// Writes `text` into a NUL-padded shared-memory buffer, cut at a
+/// character boundary to fit (also the registry claim's message).
+pub(crate) fn set_message(buffer: &mut [u8], text: &str) {
+    let mut n = text.len().min(buffer.len().saturating_sub(1));
     while !text.is_char_boundary(n) {
         n -= 1;
     }
@@ -436,8 +438,9 @@ fn set_message(buffer: &mut [u8; MESSAGE_LEN], text: &str) {
     buffer[..n].copy_from_slice(&text.as_bytes()[..n]);
 }
 
-fn message_text(buffer: &[u8; MESSAGE_LEN]) -> String {
-    let end = buffer.iter().position(|&b| b == 0).unwrap_or(MESSAGE_LEN);
+/// The text in a NUL-padded buffer written by [`set_message`].
+pub(crate) fn message_text(buffer: &[u8]) -> String {
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
     String::from_utf8_lossy(&buffer[..end]).into_owned()
 }
 

@@ -20,6 +20,7 @@ use crate::core::config::Config;
 use crate::core::registry::{lease_within_grant, GrantError};
 use crate::pg::errors::{raise, Error};
 use crate::pg::settings;
+use crate::pg::shmem::{message_text, set_message};
 use pgrx::pg_sys;
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
@@ -143,24 +144,16 @@ impl ClaimState {
     pub fn message(&self) -> String {
         unsafe {
             pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_SHARED);
-            let buf = &*self.message.get();
-            let end = buf.iter().position(|&b| b == 0).unwrap_or(MESSAGE_LEN);
-            let text = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let text = message_text(&*self.message.get());
             pg_sys::LWLockRelease(self.lock);
             text
         }
     }
 
     fn set_message(&self, text: &str) {
-        let mut n = text.len().min(MESSAGE_LEN - 1);
-        while !text.is_char_boundary(n) {
-            n -= 1;
-        }
         unsafe {
             pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let buf = &mut *self.message.get();
-            buf.fill(0);
-            buf[..n].copy_from_slice(&text.as_bytes()[..n]);
+            set_message(&mut *self.message.get(), text);
             pg_sys::LWLockRelease(self.lock);
         }
     }
