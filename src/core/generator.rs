@@ -222,6 +222,7 @@ pub fn lease_target(state: &SharedState, layout: &IdLayout, needed_ms: u64) -> u
 /// up), or the first of the current millisecond if that is later. A clock
 /// past the time field gives a pair past [`IdLayout::max_pair`] instead of
 /// overflowing the shift; callers check against it.
+#[inline]
 pub fn next_pair(layout: &IdLayout, last: u64, now_ms: i64) -> u64 {
     let now = (now_ms.max(0) as u64).min(layout.max_time_ms() + 1);
     (last + 1).max(layout.pair(now, 0))
@@ -230,6 +231,7 @@ pub fn next_pair(layout: &IdLayout, last: u64, now_ms: i64) -> u64 {
 /// Reads the clock and notes a backward step, once per step: the step is
 /// recorded by whichever backend lowers `wall_ms` first; later readings of the
 /// stepped clock are not below it any more.
+#[inline(always)]
 fn observe_clock(state: &SharedState, env: &mut impl Environment) -> i64 {
     // Load the last reading *before* reading the clock: the reading behind
     // it was taken earlier in real time, so a smaller value now means the
@@ -255,6 +257,9 @@ fn observe_clock(state: &SharedState, env: &mut impl Environment) -> i64 {
 }
 
 /// Issues `count` consecutive IDs (as pairs). `count` must be at least 1.
+/// Inlined: with a constant count of 1 (`snowflake_next()`), the batch
+/// arithmetic folds away.
+#[inline(always)]
 pub fn issue(
     state: &SharedState,
     layout: &IdLayout,

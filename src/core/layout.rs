@@ -81,28 +81,30 @@ pub struct IdParts {
 }
 
 /// Widths of the node and sequence fields; the time field has the rest.
+/// The masks and shifts derived from them are computed once, here: the
+/// generator uses them on every call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdLayout {
     node_bits: u32,
     sequence_bits: u32,
+    time_shift: u32,
+    max_sequence: u64,
+    max_time_ms: u64,
+    max_pair: u64,
 }
 
 impl Default for IdLayout {
     /// 41 bits of time, 10 of node, 12 of sequence: Twitter's split.
     fn default() -> Self {
-        IdLayout {
-            node_bits: 10,
-            sequence_bits: 12,
-        }
+        IdLayout::with_bits(10, 12)
     }
 }
 
+/// The largest value of a field of `bits` bits (no field has 64: the
+/// payload has 63). Branch-free: the generator computes masks per call.
 const fn mask(bits: u32) -> u64 {
-    if bits == 0 {
-        0
-    } else {
-        u64::MAX >> (64 - bits)
-    }
+    debug_assert!(bits < 64);
+    (1u64 << bits) - 1
 }
 
 impl IdLayout {
@@ -120,10 +122,20 @@ impl IdLayout {
                 sequence_bits,
             });
         }
-        Ok(IdLayout {
-            node_bits: node_bits as u32,
-            sequence_bits: sequence_bits as u32,
-        })
+        Ok(IdLayout::with_bits(node_bits as u32, sequence_bits as u32))
+    }
+
+    /// The layout of widths already checked.
+    const fn with_bits(node_bits: u32, sequence_bits: u32) -> Self {
+        let time_bits = PAYLOAD_BITS - node_bits - sequence_bits;
+        IdLayout {
+            node_bits,
+            sequence_bits,
+            time_shift: node_bits + sequence_bits,
+            max_sequence: mask(sequence_bits),
+            max_time_ms: mask(time_bits),
+            max_pair: (mask(time_bits) << sequence_bits) | mask(sequence_bits),
+        }
     }
 
     pub const fn node_bits(&self) -> u32 {
@@ -137,17 +149,17 @@ impl IdLayout {
     }
     /// How far the time field is shifted left in an ID.
     pub const fn time_shift(&self) -> u32 {
-        self.node_bits + self.sequence_bits
+        self.time_shift
     }
     pub const fn max_node(&self) -> u64 {
         mask(self.node_bits)
     }
     pub const fn max_sequence(&self) -> u64 {
-        mask(self.sequence_bits)
+        self.max_sequence
     }
     /// The last millisecond the time field can hold.
     pub const fn max_time_ms(&self) -> u64 {
-        mask(self.time_bits())
+        self.max_time_ms
     }
     /// IDs one node can issue per millisecond.
     pub const fn ids_per_ms(&self) -> u64 {
@@ -251,7 +263,7 @@ impl IdLayout {
 
     /// The largest pair whose time still fits the time field.
     pub const fn max_pair(&self) -> u64 {
-        self.pair(self.max_time_ms(), self.max_sequence())
+        self.max_pair
     }
 }
 

@@ -17,11 +17,11 @@ use crate::pg::registry;
 use crate::pg::settings;
 use crate::pg::shmem::{self, Blocked, Shared};
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// The configuration and shared state, or the "not preloaded" error.
+#[inline]
 pub fn ready() -> (&'static Config, &'static Shared) {
     match (settings::config(), shmem::shared()) {
         (Some(config), Some(shared)) => (config, shared),
@@ -30,7 +30,27 @@ pub fn ready() -> (&'static Config, &'static Shared) {
 }
 
 /// Checks that this server may issue IDs now and returns its node id.
+///
+/// Inlined into every issuing function: the common case (not held, out of
+/// recovery, a node id) is a few loads and comparisons, and anything else
+/// goes to [`issuing_node_checked`], which says what is wrong.
+#[inline(always)]
 pub fn issuing_node(config: &Config, shared: &Shared) -> u64 {
+    let node = if registry::enabled() {
+        registry::claimed_node()
+    } else {
+        config.node_id
+    };
+    match node {
+        Some(node) if shared.issuing_allowed() && RECOVERY_ENDED.load(Ordering::Relaxed) => node,
+        _ => issuing_node_checked(config, shared),
+    }
+}
+
+/// [`issuing_node`]'s whole check, with the error for each reason.
+#[cold]
+#[inline(never)]
+fn issuing_node_checked(config: &Config, shared: &Shared) -> u64 {
     // With a registry the node id is the claimed one, asked for last: a
     // held server claims none, and its block is what it must report.
     let node = if registry::enabled() {
@@ -77,12 +97,14 @@ pub fn issuing_node(config: &Config, shared: &Shared) -> u64 {
     }
 }
 
+/// Set once this backend saw recovery over: promotion is one way, and a
+/// restart makes new backends.
+static RECOVERY_ENDED: AtomicBool = AtomicBool::new(false);
+
 /// Whether the server is in recovery. A backend that saw recovery end never
-/// sees it again (promotion is one way; a restart makes new backends), so
-/// PostgreSQL is asked only until then: the call through pgrx's error guard
-/// cost a twentieth of `snowflake_next()`.
+/// sees it again, so PostgreSQL is asked only until then: the call through
+/// pgrx's error guard cost a twentieth of `snowflake_next()`.
 fn in_recovery() -> bool {
-    static RECOVERY_ENDED: AtomicBool = AtomicBool::new(false);
     if RECOVERY_ENDED.load(Ordering::Relaxed) {
         return false;
     }
@@ -94,24 +116,35 @@ fn in_recovery() -> bool {
 }
 
 /// Issues `count` IDs under `policy` or raises the matching error.
+/// Inlined, so that `snowflake_next()`'s constant count of 1 folds through
+/// the generator's batch arithmetic.
+#[inline(always)]
 pub fn issue(config: &Config, shared: &Shared, policy: DriftPolicy, count: u64) -> IssuedRange {
     // The read horizon's bound first (once per transaction): see
     // core::horizon for why it must precede the compare-and-swap.
     horizon::before_issue(config, &shared.generator);
     let mut env = ServerEnv::new(config, shared);
-    generator::issue(&shared.generator, &config.layout, policy, count, &mut env).unwrap_or_else(
-        |e| match e {
-            GenerateError::ClockBehind { .. } => {
-                let last = shared.generator.last_time_ms(&config.layout);
-                raise(Error::ClockBehind {
-                    error: e,
-                    last_issued: clock::timestamp_of(config, last).to_string(),
-                })
-            }
-            GenerateError::Grant(e) => raise(registry::grant_ended(e, config)),
-            e => raise(e),
-        },
-    )
+    match generator::issue(&shared.generator, &config.layout, policy, count, &mut env) {
+        Ok(range) => range,
+        Err(e) => issue_failed(config, shared, e),
+    }
+}
+
+/// The error for a generator that could not issue.
+#[cold]
+#[inline(never)]
+fn issue_failed(config: &Config, shared: &Shared, e: GenerateError) -> ! {
+    match e {
+        GenerateError::ClockBehind { .. } => {
+            let last = shared.generator.last_time_ms(&config.layout);
+            raise(Error::ClockBehind {
+                error: e,
+                last_issued: clock::timestamp_of(config, last).to_string(),
+            })
+        }
+        GenerateError::Grant(e) => raise(registry::grant_ended(e, config)),
+        e => raise(e),
+    }
 }
 
 /// A lower bound on every ID `snowflake_next()` issues from now on, once
@@ -161,29 +194,19 @@ pub fn first_id_above(value: Option<i64>, apply: bool) -> i64 {
 /// `ids_issued` counter. Only this backend touches it (a plain load and
 /// store, no locked instruction).
 static PENDING_IDS: AtomicU64 = AtomicU64::new(0);
-/// Whether this backend registered [`flush_at_transaction_end`].
-static FLUSH_REGISTERED: AtomicBool = AtomicBool::new(false);
 /// A long statement's IDs show up in the statistics at least this often.
 const FLUSH_EVERY: u64 = 1 << 16;
 
-/// Adds this backend's pending count to `counters.ids_issued`.
+/// Adds this backend's pending count to `counters.ids_issued`: at the end
+/// of every transaction (commit or abort, also of parallel workers, and
+/// when a backend exits, which aborts its transaction: the transaction
+/// callback of [`crate::pg::horizon`]), every [`FLUSH_EVERY`] IDs, and when
+/// `snowflake_stats()` runs. Cannot fail.
+#[inline]
 pub fn flush_issued(counters: &Counters) {
-    let pending = PENDING_IDS.swap(0, Ordering::Relaxed);
-    if pending > 0 {
+    if PENDING_IDS.load(Ordering::Relaxed) > 0 {
+        let pending = PENDING_IDS.swap(0, Ordering::Relaxed);
         counters.ids_issued.fetch_add(pending, Ordering::Relaxed);
-    }
-}
-
-/// At the end of every transaction (commit or abort, also of parallel
-/// workers, and when a backend exits, which aborts its transaction), the
-/// backend's IDs are added to the shared counter.
-#[pg_guard]
-unsafe extern "C-unwind" fn flush_at_transaction_end(
-    _event: pg_sys::XactEvent::Type,
-    _arg: *mut std::ffi::c_void,
-) {
-    if let Some(shared) = shmem::shared() {
-        flush_issued(&shared.generator.counters);
     }
 }
 
@@ -263,18 +286,11 @@ impl Environment for ServerEnv<'_> {
         self.shared.extend_lease(self.config, until_ms)
     }
 
-    /// Counted locally and added to the shared counter at the end of the
-    /// transaction, every [`FLUSH_EVERY`] IDs, and when `snowflake_stats()`
-    /// runs in this backend.
+    /// Counted locally, see [`flush_issued`].
+    #[inline(always)]
     fn count_issued(&mut self, counters: &Counters, count: u64) {
         let pending = PENDING_IDS.load(Ordering::Relaxed) + count;
         PENDING_IDS.store(pending, Ordering::Relaxed);
-        if !FLUSH_REGISTERED.load(Ordering::Relaxed) {
-            FLUSH_REGISTERED.store(true, Ordering::Relaxed);
-            unsafe {
-                pg_sys::RegisterXactCallback(Some(flush_at_transaction_end), std::ptr::null_mut())
-            };
-        }
         if pending >= FLUSH_EVERY {
             flush_issued(counters);
         }

@@ -298,6 +298,7 @@ pub fn validate_or_stop() {
 }
 
 /// The configuration, or `None` when the library was not preloaded.
+#[inline]
 pub fn config() -> Option<&'static Config> {
     CONFIG.get()
 }
@@ -305,6 +306,7 @@ pub fn config() -> Option<&'static Config> {
 /// Read on every call of `snowflake_next()`: straight from the setting's
 /// storage, without `GucSetting::get`'s thread check (backends are single
 /// threaded, and PostgreSQL only changes the value between statements).
+#[inline]
 pub fn max_clock_drift_ms() -> u64 {
     // SAFETY: the pointer is to a static that PostgreSQL updates in place.
     unsafe { *MAX_CLOCK_DRIFT.as_ptr() }.max(0) as u64
@@ -343,6 +345,7 @@ pub fn registry_grant_ms() -> u64 {
 }
 
 /// The generator's drift rule as the settings give it now.
+#[inline]
 pub fn drift_policy() -> DriftPolicy {
     DriftPolicy {
         max_drift_ms: max_clock_drift_ms(),

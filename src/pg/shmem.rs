@@ -471,6 +471,13 @@ impl Drop for LockGuard {
 }
 
 impl Shared {
+    /// Whether issuing is not held ([`Blocked::No`]): one load, for the hot
+    /// path.
+    #[inline(always)]
+    pub fn issuing_allowed(&self) -> bool {
+        self.blocked.load(Ordering::Acquire) == Blocked::No as u32
+    }
+
     pub fn blocked(&self) -> Blocked {
         match self.blocked.load(Ordering::Acquire) {
             0 => Blocked::No,

@@ -173,6 +173,13 @@ pub fn node_id(config: &Config) -> Option<u64> {
     state().and_then(|s| Some(s.node_id.load(Ordering::Acquire)).filter(|&n| n != NONE))
 }
 
+/// Registry mode: the claimed node id, if there is one now (one load, for
+/// the hot path; [`issuing_node`] says why there is none).
+#[inline(always)]
+pub fn claimed_node() -> Option<u64> {
+    state().and_then(|s| Some(s.node_id.load(Ordering::Acquire)).filter(|&n| n != NONE))
+}
+
 /// Registry mode: the node id to issue under, or the error that says why
 /// there is none (waits a few seconds for the first claim after a start).
 pub fn issuing_node() -> u64 {
