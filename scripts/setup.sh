@@ -34,6 +34,8 @@ APT_PACKAGES=(
   "postgresql-${PG_MAJOR}-plproxy" "postgresql-${PG_MAJOR}-auto-failover" "postgresql-${PG_MAJOR}-partman"
   libclang-dev clang sudo faketime
   build-essential pkg-config
+  # Instruction counts (tests/integration/instructions.sh, bench/).
+  valgrind
   # scripts/sources.sh: pinned files come through pip (a virtual
   # environment) and apt-get download; dpkg-deb unpacks the 17 headers.
   ca-certificates dpkg
