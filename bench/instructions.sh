@@ -102,7 +102,8 @@ MISSED=()
 need_valgrind() {
   command -v valgrind >/dev/null 2>&1 && command -v callgrind_annotate >/dev/null 2>&1 && return 0
   echo "installing valgrind (apt)"
-  apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+  apt-get install -y -qq --no-install-recommends valgrind >/dev/null ||
+    { echo "bench: valgrind is missing and could not be installed: run scripts/setup.sh (as root)" >&2; exit 1; }
 }
 need_valgrind
 
@@ -130,7 +131,8 @@ MARKER="SELECT pg_sleep(0);"
 # which is static, cannot be named: these are the exported functions it
 # calls, none of which calls another of them once the warm-up has run (a
 # PL/pgSQL function plans its queries through pg_plan_queries on its first
-# calls only). Reading the query text is left out: in single-user mode it is
+# calls only; its SPI calls CreateDestReceiver inside PortalRun, whose few
+# instructions are left out of its figures). Reading the query text is left out: in single-user mode it is
 # read a character at a time, which a server reading from a socket does not
 # do, and which would charge a longer function name.
 CALLGRIND_OPTS=(--tool=callgrind --collect-atstart=no --dump-before=pg_sleep)
@@ -344,11 +346,15 @@ measure_registry() {
       "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$(cluster_port bench)" && break
       sleep 0.2
     done
+    "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$(cluster_port bench)" ||
+      { tail -20 "$OUT/server-$mode.log"; echo "bench: the server under valgrind ($mode) did not start in 2 minutes" >&2; exit 1; }
     # The first ID waits for the claim (up to a few seconds under valgrind).
     for _ in $(seq 1 60); do
       psql_on bench -Atc "SELECT snowflake_next()" > /dev/null 2>&1 && break
       sleep 1
     done
+    psql_on bench -Atc "SELECT snowflake_next()" > /dev/null ||
+      { echo "bench: the server under valgrind ($mode) issued no ID within a minute" >&2; exit 1; }
     for gen in select1 snowflake; do
       write_input "$gen" "$OUT/$gen.sql"
       sed -i '1i SELECT pg_backend_pid();' "$OUT/$gen.sql"
@@ -359,6 +365,8 @@ measure_registry() {
         grep -qs '^summary:' "$OUT/srv.cg.$pid" && break
         sleep 0.2
       done
+      grep -qs '^summary:' "$OUT/srv.cg.$pid" ||
+        { echo "bench: no final callgrind dump from backend $pid ($mode, $gen) after a minute" >&2; exit 1; }
       mapfile -t seg < <(segment_counts "$OUT/srv.cg.$pid")
       [ "${#seg[@]}" -eq 3 ] || { echo "bench: $mode $gen gave ${#seg[@]} segments, not 3" >&2; exit 1; }
       R_TXN[$mode.$gen]=${seg[1]}
@@ -404,7 +412,7 @@ fi
 
 say "# Instructions per ID (callgrind)"
 say ""
-say "Measured $(date -u '+%Y-%m-%d %H:%M') UTC by \`bench/instructions.sh$([ "$QUICK" = 1 ] && echo " --quick")$([ "$REGISTRY" = 1 ] && echo " --registry")\`, commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src || echo "+changes"), $(valgrind --version)."
+say "Measured $(date -u '+%Y-%m-%d %H:%M') UTC by \`bench/instructions.sh$([ "$QUICK" = 1 ] && echo " --quick")$([ "$REGISTRY" = 1 ] && echo " --registry")\`, $([ "$INSTALLED" = 1 ] && echo "the build installed in $PG_BIN/.., source tree at ")commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src || echo "+changes"), $(valgrind --version)."
 for v in "${VERSIONS[@]}"; do
   measure_version "$v"
 done

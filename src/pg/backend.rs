@@ -47,7 +47,9 @@ pub fn issuing_node(config: &Config, shared: &Shared) -> u64 {
     }
 }
 
-/// [`issuing_node`]'s whole check, with the error for each reason.
+/// [`issuing_node`]'s whole check, with the error for each reason. A new
+/// reason to hold issuing must also fail [`issuing_node`]'s fast path:
+/// express it through `Shared::blocked` (or add its flag there).
 #[cold]
 #[inline(never)]
 fn issuing_node_checked(config: &Config, shared: &Shared) -> u64 {

@@ -426,12 +426,16 @@ pub fn register() {
 }
 
 /// This process's slot, found once ([`own_slot`] when `MyProc` is set;
-/// a process keeps its place in the array for its life).
+/// a process keeps its place in the array while `MyProc` is set, and no
+/// transaction ends after it is unset at exit).
 static mut OWN_SLOT: *const Slot = std::ptr::null();
 
 #[inline(always)]
 fn own_slot_cached(header: &Header) -> Option<&'static Slot> {
     unsafe {
+        if pg_sys::MyProc.is_null() {
+            return None;
+        }
         if OWN_SLOT.is_null() {
             if let Some(slot) = own_slot(header) {
                 OWN_SLOT = slot;
