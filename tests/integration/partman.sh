@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Time partitions on the ID itself, with pg_partman (the recipe
-# examples/partman/events_by_day.sql, shown in the README), on a server whose
+# examples/partman/events_by_day.sql, shown in docs/partitioning.md), on a server whose
 # clock libfaketime moves forward a day at a time:
 #   - create_parent makes today's partition and 3 ahead, each exactly one
 #     UTC day of IDs (bounds at multiples of snowflake_id_span('1 day'),
@@ -25,8 +25,8 @@ require_installed_extension
 [ -f "$("$PG_BIN/pg_config" --sharedir)/extension/pg_partman.control" ] ||
   fail "pg_partman is not installed into $PG_BIN/.. (apt-get install postgresql-$PG_MAJOR-partman; scripts/setup.sh does for 15)"
 RECIPE=examples/partman/events_by_day.sql
-doc_shows_file README.md "$RECIPE" "examples/partman/events_by_day.sql" || fail "README.md does not show $RECIPE as it is"
-pass "README.md shows $RECIPE as it is"
+doc_shows_file docs/partitioning.md "$RECIPE" "examples/partman/events_by_day.sql" || fail "docs/partitioning.md does not show $RECIPE as it is"
+pass "docs/partitioning.md shows $RECIPE as it is"
 
 faketime_init
 cluster_init pm "$(free_port)" "snowflake_id.node_id = 3"
