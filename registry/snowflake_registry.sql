@@ -339,6 +339,54 @@ SELECT n.fleet, n.node_id, n.host, n.port, n.data_directory, n.system_identifier
        n.claimed_at, n.renewed_at, n.released_at
 FROM snowflake_registry.node_ids n JOIN snowflake_registry.fleets f USING (fleet);
 
+-- For operators: which server issued an ID of a fleet. The ID's node id
+-- and time field (the fleet's layout and epoch) select the one grant of
+-- that node id whose range (floor_ms, until_ms] holds the time: the grants
+-- of one node id cover disjoint ranges (each new holder starts above every
+-- earlier grant, and a holder never issues past its own), so there is at
+-- most one, also for a holder that was paused and taken over, or a copy.
+-- The answer is the server that was granted the ID's range: if the fleet
+-- issued the ID, that server did (the registry does not know which IDs of
+-- a range were really issued). No row: no grant of this registry covers
+-- it (issued before the server used the registry, by a server outside it,
+-- or not an ID of this fleet). Not granted to the client role; grant it to
+-- a monitoring role if wanted.
+CREATE OR REPLACE FUNCTION snowflake_registry.who_issued(p_fleet text, p_id bigint)
+RETURNS TABLE (node_id int, id_time timestamptz, claim_id bigint, system_identifier numeric,
+               host text, port int, data_directory text,
+               granted_from timestamptz, granted_until timestamptz,
+               claimed_at timestamptz, ended_at timestamptz, ended text)
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    f snowflake_registry.fleets;
+    id_ms bigint;
+    id_node int;
+BEGIN
+    SELECT * INTO f FROM snowflake_registry.fleets WHERE fleets.fleet = p_fleet;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'snowflake_registry: no fleet "%"', p_fleet
+            USING ERRCODE = '22023',
+                  HINT = 'The fleets: SELECT fleet FROM snowflake_registry.fleets;';
+    END IF;
+    IF p_id < 0 THEN
+        RAISE EXCEPTION 'snowflake_registry: % is not an ID (IDs are not negative)', p_id
+            USING ERRCODE = '22023';
+    END IF;
+    id_ms := p_id >> (f.node_bits + f.sequence_bits);
+    id_node := ((p_id >> f.sequence_bits) & ((1::bigint << f.node_bits) - 1))::int;
+    RETURN QUERY
+    SELECT g.node_id, to_timestamp((f.epoch_unix_ms + id_ms) / 1000.0), g.claim_id,
+           g.system_identifier, g.host, g.port, g.data_directory,
+           to_timestamp((f.epoch_unix_ms + g.floor_ms) / 1000.0),
+           to_timestamp((f.epoch_unix_ms + g.until_ms) / 1000.0),
+           g.claimed_at, g.ended_at, g.ended
+    FROM snowflake_registry.grants g
+    WHERE g.fleet = p_fleet AND g.node_id = id_node
+      AND g.floor_ms < id_ms AND id_ms <= g.until_ms;
+END
+$$;
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_registry.claim(text, bigint, int, int, int, int, text, numeric, text, int, text, bigint, bigint),
                           snowflake_registry.renew(text, int, bigint, text, bigint, bigint),

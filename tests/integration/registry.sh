@@ -12,12 +12,17 @@
 # its successor only above it; copies: `cp -a` of a stopped data directory
 # started beside its original, a crash-consistent copy of a running one, a
 # restored backup, and (17 and later) a pg_createsubscriber conversion;
-# least privilege of the client role; a full pool.
+# least privilege of the client role; a full pool; and at the end, for every
+# ID recorded, snowflake_registry.who_issued() names the server that issued
+# it (restarts, reclaims and the paused holder included).
 . "$(dirname "$0")/lib.sh"
 require_installed_extension
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 IDS="$SF_WORK/ids"
 : > "$IDS"
+# Each recorded ID with the port of the server that issued it.
+ISSUED_BY="$SF_WORK/issued_by"
+: > "$ISSUED_BY"
 chmod 666 "$IDS"
 
 # --- the registry: a plain server, the extension not even preloaded
@@ -43,7 +48,21 @@ make_table() {
 }
 # issue NAME N: N IDs, recorded.
 issue() {
-  psql_on "$1" -At -c "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, $2) RETURNING id" >> "$IDS"
+  local out
+  out=$(psql_on "$1" -At -c "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, $2) RETURNING id") || return 1
+  [ -n "$out" ] || return 0
+  # (Under a lock: servers issue in parallel, and a long write to a file
+  # may be split, so two unlocked writers could interleave their lines.)
+  {
+    flock 9
+    echo "$out" >> "$IDS"
+    record_issuer "$1" <<< "$out"
+  } 9> "$SF_WORK/record.lock"
+}
+# record_issuer NAME < IDS: notes NAME's port beside each ID.
+record_issuer() {
+  local port; port=$(cluster_port "$1")
+  awk -v port="$port" 'NF { print $1 "\t" port }' >> "$ISSUED_BY"
 }
 node_of() { sql_value "$1" "SELECT node_id FROM snowflake_stats()"; }
 # wait_issuing NAME SECONDS: until NAME issues (recorded), or fail.
@@ -157,7 +176,9 @@ kill -CONT "$pid3"; pkill -CONT -P "$pid3"
 writer n10 6000 &
 wpid10=$!
 wait "$wpid3" "$wpid10"
-cat "$SF_WORK/w.n3" "$SF_WORK/w.n10" >> "$IDS"
+awk NF "$SF_WORK/w.n3" "$SF_WORK/w.n10" >> "$IDS"   # (each line ended, also a last one cut short)
+record_issuer n3 < "$SF_WORK/w.n3"
+record_issuer n10 < "$SF_WORK/w.n10"
 [ "$(node_of n10)" = "$X3" ] || fail "n10 did not take over node id $X3"
 n3_max=$(sort -n "$SF_WORK/w.n3" | tail -1)
 n10_min=$(sort -n "$SF_WORK/w.n10" | sed -n 1p)
@@ -262,5 +283,33 @@ out=$(registry_sql "SELECT node_id FROM snowflake_registry.claim('tiny', 1735689
 echo "$out" | grep -q 'all 2 node ids of fleet "tiny" are held' && echo "$out" | grep -q "1: h2:2 (data directory /d2" ||
   fail "the full pool's error does not list the holders: $out"
 pass "a full pool is refused, listing its holders"
+
+# --- who issued each ID: the grant history answers for every ID recorded
+psql_on reg -q -c "CREATE TABLE issued (id bigint, port int)" -c "\\copy issued FROM '$ISSUED_BY'"
+total=$(sql_value reg "SELECT count(*) FROM issued")
+[ "$total" -eq "$(wc -l < "$IDS")" ] || fail "who issued: $total IDs loaded, $(wc -l < "$IDS") recorded"
+wrong=$(sql_value reg "SELECT count(*) FROM issued i
+  WHERE (SELECT array_agg(w.port) FROM snowflake_registry.who_issued('default', i.id) w) IS DISTINCT FROM ARRAY[i.port]")
+if [ "$wrong" != 0 ]; then
+  psql_on reg -c "SELECT i.id, i.port AS issued_by, w.port AS answer, w.claim_id, w.granted_from, w.granted_until
+    FROM issued i LEFT JOIN LATERAL snowflake_registry.who_issued('default', i.id) w ON true
+    WHERE i.port IS DISTINCT FROM w.port LIMIT 5" >&2
+  fail "who_issued() did not name the issuing server alone for $wrong of $total IDs"
+fi
+servers=$(sql_value reg "SELECT count(DISTINCT port) FROM issued")
+claims=$(sql_value reg "SELECT count(DISTINCT w.claim_id) FROM issued i, snowflake_registry.who_issued('default', i.id) w")
+reclaimed=$(sql_value reg "SELECT count(*) FROM (SELECT w.node_id FROM issued i, snowflake_registry.who_issued('default', i.id) w
+  GROUP BY w.node_id HAVING count(DISTINCT w.port) > 1) s")
+[ "$reclaimed" -ge 1 ] || fail "who issued: no node id had two holders (the test shows nothing)"
+out=$(registry_sql "SELECT * FROM snowflake_registry.who_issued('default', 1)" 2>&1) &&
+  fail "the client role may call who_issued()"
+echo "$out" | grep -q "permission denied" || fail "who_issued() as the client role: $out"
+beyond=$(sql_value reg "SELECT ((max(until_ms) + 86400000) << 22) FROM snowflake_registry.grants WHERE fleet = 'default'")
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.who_issued('default', $beyond)")" = 0 ] ||
+  fail "who_issued() answered for an ID whose time no grant covers"
+out=$(sql_error reg "SELECT * FROM snowflake_registry.who_issued('nofleet', 1)") ||
+  fail "who_issued() of an unknown fleet answered"
+[ "$(sqlstate_of "$out")" = 22023 ] || fail "who_issued() of an unknown fleet: $out"
+pass "who issued: all $total IDs traced to the one server that issued them ($servers servers, $claims grants, $reclaimed node ids held in turn by several servers); not for the client role"
 
 no_duplicates "registry"
