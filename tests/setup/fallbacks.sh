@@ -14,7 +14,13 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SF_PG_CACHE=$(mktemp -d /tmp/snowflake_fallbacks.XXXXXX)
 export SF_PG_CACHE
 chmod 755 "$SF_PG_CACHE"
-PORT=${SF_FALLBACK_PORT:-55490}
+# A port nobody listens on, asked of the kernel for each start (a fixed
+# port can be taken by anything on the machine, even as the source port of
+# an outgoing connection); SF_FALLBACK_PORT fixes one.
+free_port() {
+  if [ -n "${SF_FALLBACK_PORT:-}" ]; then echo "$SF_FALLBACK_PORT"; return; fi
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 # shellcheck source=../../scripts/postgres.sh
 . "$ROOT/scripts/postgres.sh"
 
@@ -36,9 +42,11 @@ serves() {
   rm -rf "$SF_PG_CACHE/data"
   mkdir -m 700 "$SF_PG_CACHE/data" && chown postgres:postgres "$SF_PG_CACHE/data"
   (cd / && runuser -u postgres -- "$BIN/initdb" -D "$SF_PG_CACHE/data" -A trust -U postgres --no-sync >/dev/null) || return 1
+  local port; port=$(free_port)
   (cd / && runuser -u postgres -- "$BIN/pg_ctl" -D "$SF_PG_CACHE/data" -l "$SF_PG_CACHE/data/log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$SF_PG_CACHE/data" start >/dev/null) || return 1
-  answer=$("$BIN/psql" -X -At -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -c 'SHOW server_version' 2>&1)
+    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$SF_PG_CACHE/data" start >/dev/null) ||
+    { echo "the server did not start on port $port; its log ends:"; tail -5 "$SF_PG_CACHE/data/log"; return 1; }
+  answer=$("$BIN/psql" -X -At -h 127.0.0.1 -p "$port" -U postgres -d postgres -c 'SHOW server_version' 2>&1)
   runuser -u postgres -- "$BIN/pg_ctl" -D "$SF_PG_CACHE/data" -m fast -w stop >/dev/null
   [ "$answer" = "$expected" ] || { echo "server_version is '$answer', not $expected"; return 1; }
 }
