@@ -79,6 +79,15 @@ no_duplicates() {
   [ -z "$dups" ] || fail "$1: IDs issued twice: $dups"
   pass "$1: $(wc -l < "$IDS") IDs issued so far, none twice"
 }
+# expect_refusal NAME SQL SQLSTATE PATTERN CASE: SQL must fail on NAME with
+# SQLSTATE, its message matching the grep PATTERN ("": any message); CASE
+# names what is refused in the failure.
+expect_refusal() {
+  local out
+  out=$(sql_error "$1" "$2") || fail "$5: it was not refused"
+  [ "$(sqlstate_of "$out")" = "$3" ] || fail "$5: not $3: $out"
+  [ -z "$4" ] || echo "$out" | grep -q "$4" || fail "$5: the message does not match '$4': $out"
+}
 registry_sql() {
   psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U fleet_node -d postgres -c "$1"
 }
@@ -103,9 +112,9 @@ X1=$(node_of n1)
 node_init n7 "snowflake_id.node_id = $X1"
 cluster_start n7
 make_table n7
-out=$(sql_error n7 "SELECT snowflake_next()") || fail "n7 issued under node id $X1, held by n1"
-[ "$(sqlstate_of "$out")" = 55000 ] && echo "$out" | grep -q "node id $X1 of fleet \"default\" is held by .*:$(cluster_port n1) (data directory $(cluster_dir n1)" ||
-  fail "the fixed node id's refusal does not name its live holder: $out"
+expect_refusal n7 "SELECT snowflake_next()" 55000 \
+  "node id $X1 of fleet \"default\" is held by .*:$(cluster_port n1) (data directory $(cluster_dir n1)" \
+  "n7 under node id $X1, held by n1 (the refusal must name its live holder)"
 pass "a fixed node id held by a live server is refused, naming it"
 cluster_stop n1
 start=$(now_ms)
@@ -119,9 +128,9 @@ no_duplicates "fixed node id"
 node_init n8 "snowflake_id.node_bits = 9"
 cluster_start n8
 make_table n8
-out=$(sql_error n8 "SELECT snowflake_next()") || fail "n8 issued with another layout than its fleet's"
-[ "$(sqlstate_of "$out")" = 22023 ] && echo "$out" | grep -q 'fleet "default" issues IDs with epoch .* layout 41/10/12 .* this server .* layout 42/9/12' ||
-  fail "the layout refusal does not say what differs: $out"
+expect_refusal n8 "SELECT snowflake_next()" 22023 \
+  'fleet "default" issues IDs with epoch .* layout 41/10/12 .* this server .* layout 42/9/12' \
+  "n8 with another layout than its fleet's (the refusal must say what differs)"
 pass "a server whose layout differs from its fleet's is refused"
 cluster_stop n8
 
@@ -131,15 +140,12 @@ node_init n9
 cluster_start n9
 make_table n9
 issue n2 100 || fail "n2 stopped issuing at once when the registry went down"
-out=$(sql_error n9 "SELECT snowflake_next()") || fail "n9 issued without reaching the registry"
-[ "$(sqlstate_of "$out")" = 08001 ] && echo "$out" | grep -q "port=$(cluster_port reg)" ||
-  fail "the unreachable registry's error does not name it: $out"
+expect_refusal n9 "SELECT snowflake_next()" 08001 "port=$(cluster_port reg)" \
+  "n9 without reaching the registry (the error must name it)"
 pass "a server that cannot reach the registry at start refuses (08001)"
 sleep $((GRANT_MS / 1000 + 1))
-out=$(sql_error n2 "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 10)") ||
-  fail "n2 issued past its grant with the registry down"
-[ "$(sqlstate_of "$out")" = 08001 ] && echo "$out" | grep -q "grant ended at .* has not renewed it" ||
-  fail "the ended grant's error is not the documented one: $out"
+expect_refusal n2 "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 10)" 08001 \
+  "grant ended at .* has not renewed it" "n2 past its grant with the registry down"
 pass "issuing stops when the grant runs out with the registry down"
 cluster_start reg
 wait_issuing n2 15
@@ -227,8 +233,7 @@ pass "crash-consistent copy of a running server: node ids $(node_of n5) and $(no
   -D "$(cluster_dir n6b)" -X stream -c fast --no-sync)
 copy_setup n6b
 cluster_start n6b
-out=$(sql_error n6b "SELECT snowflake_next()") || fail "a restored backup issued before acceptance"
-[ "$(sqlstate_of "$out")" = 55000 ] || fail "the restored backup's refusal: $out"
+expect_refusal n6b "SELECT snowflake_next()" 55000 "" "a restored backup before acceptance"
 psql_on n6b -c "SELECT snowflake_accept_configuration()" >/dev/null
 wait_issuing n6b 10
 issue n6 1000; issue n6b 1000
@@ -307,9 +312,7 @@ echo "$out" | grep -q "permission denied" || fail "who_issued() as the client ro
 beyond=$(sql_value reg "SELECT ((max(until_ms) + 86400000) << 22) FROM snowflake_registry.grants WHERE fleet = 'default'")
 [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.who_issued('default', $beyond)")" = 0 ] ||
   fail "who_issued() answered for an ID whose time no grant covers"
-out=$(sql_error reg "SELECT * FROM snowflake_registry.who_issued('nofleet', 1)") ||
-  fail "who_issued() of an unknown fleet answered"
-[ "$(sqlstate_of "$out")" = 22023 ] || fail "who_issued() of an unknown fleet: $out"
+expect_refusal reg "SELECT * FROM snowflake_registry.who_issued('nofleet', 1)" 22023 "" "who_issued() of an unknown fleet"
 pass "who issued: all $total IDs traced to the one server that issued them ($servers servers, $claims grants, $reclaimed node ids held in turn by several servers); not for the client role"
 
 no_duplicates "registry"
