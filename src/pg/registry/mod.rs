@@ -170,7 +170,7 @@ pub fn node_id(config: &Config) -> Option<u64> {
     if !enabled() {
         return config.node_id;
     }
-    state().and_then(|s| Some(s.node_id.load(Ordering::Acquire)).filter(|&n| n != NONE))
+    claimed_node()
 }
 
 /// Registry mode: the claimed node id, if there is one now (one load, for
