@@ -65,30 +65,8 @@ fn issuing_node_checked(config: &Config, shared: &Shared) -> u64 {
             }),
         }
     };
-    match shared.blocked() {
-        Blocked::No => {}
-        Blocked::ConfigChanged => {
-            let changes = shared
-                .recorded()
-                .map(|old| {
-                    old.differences(&shmem::current_record(config, 0))
-                        .join("; ")
-                })
-                .unwrap_or_default();
-            raise(Error::ConfigurationChanged { changes });
-        }
-        Blocked::LeaseCorrupt => raise(Error::LeaseCorrupt {
-            message: shared.message(),
-            seeming_lease: shared
-                .seeming_lease_unix_ms()
-                .map(crate::core::epoch::utc_text),
-        }),
-        Blocked::LeaseUnreadable => raise(Error::LeaseUnreadable(shared.message())),
-        Blocked::ReplayFailed => raise(Error::ReplayFailed(shared.message())),
-        Blocked::Copied => raise(Error::CopyDetected(shared.message())),
-        Blocked::LeaseMissingAfterUpgrade => {
-            raise(Error::LeaseMissingAfterUpgrade(shared.message()))
-        }
+    if let Some(error) = blocked_error(config, shared) {
+        raise(error);
     }
     if in_recovery() {
         raise(Error::InRecovery);
@@ -97,6 +75,55 @@ fn issuing_node_checked(config: &Config, shared: &Shared) -> u64 {
         Some(node) => node,
         None => registry::issuing_node(),
     }
+}
+
+/// The error for a hold of [`Shared::blocked`], if one is set.
+fn blocked_error(config: &Config, shared: &Shared) -> Option<Error> {
+    Some(match shared.blocked() {
+        Blocked::No => return None,
+        Blocked::ConfigChanged => Error::ConfigurationChanged {
+            changes: shared
+                .recorded()
+                .map(|old| {
+                    old.differences(&shmem::current_record(config, 0))
+                        .join("; ")
+                })
+                .unwrap_or_default(),
+        },
+        Blocked::LeaseCorrupt => Error::LeaseCorrupt {
+            message: shared.message(),
+            seeming_lease: shared
+                .seeming_lease_unix_ms()
+                .map(crate::core::epoch::utc_text),
+        },
+        Blocked::LeaseUnreadable => Error::LeaseUnreadable(shared.message()),
+        Blocked::ReplayFailed => Error::ReplayFailed(shared.message()),
+        Blocked::Copied => Error::CopyDetected(shared.message()),
+        Blocked::LeaseMissingAfterUpgrade => Error::LeaseMissingAfterUpgrade(shared.message()),
+    })
+}
+
+/// Why this server refuses to issue until an operator acts, for
+/// `snowflake_stats()`: a short reason and the message (and detail) of the
+/// error `snowflake_next()` raises for it. `None` when nothing holds
+/// issuing (a standby's recovery is not a hold:
+/// `snowflake_node_info().in_recovery` shows it).
+pub fn hold(config: &Config, shared: &Shared) -> Option<(&'static str, String)> {
+    if let Some(error) = blocked_error(config, shared) {
+        return Some((shared.blocked().reason(), error.text()));
+    }
+    if registry::enabled() {
+        return registry::hold(config);
+    }
+    config.node_id.is_none().then(|| {
+        (
+            "node_id_unset",
+            Error::NodeIdUnset {
+                max_node: config.layout.max_node(),
+            }
+            .text(),
+        )
+    })
 }
 
 /// Set once this backend saw recovery over: promotion is one way, and a

@@ -232,6 +232,16 @@ fn report_with_detail(
 }
 
 impl Error {
+    /// The message, and the detail after a colon: the error as one line of
+    /// text, for a status column.
+    pub fn text(self) -> String {
+        let report = self.report();
+        match report.detail {
+            Some(detail) => format!("{}: {detail}", report.message),
+            None => report.message,
+        }
+    }
+
     /// The table: SQLSTATE, message, detail and hint of every case.
     pub fn report(self) -> Report {
         use Error as E;

@@ -43,7 +43,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 const SHMEM_NAME: &CStr = c"snowflake_id";
 const TRANCHE_NAME: &CStr = c"snowflake_id";
@@ -71,6 +71,22 @@ pub enum Blocked {
     Copied = 5,
     /// `pg_upgrade` made this cluster and the lease file was not copied.
     LeaseMissingAfterUpgrade = 6,
+}
+
+impl Blocked {
+    /// The hold's name in `snowflake_stats().issuing_held` (and in the
+    /// monitoring's `held_reason` label).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Blocked::No => "none",
+            Blocked::ConfigChanged => "configuration_changed",
+            Blocked::LeaseCorrupt => "lease_corrupt",
+            Blocked::LeaseUnreadable => "lease_unreadable",
+            Blocked::ReplayFailed => "replay_failed",
+            Blocked::Copied => "copied",
+            Blocked::LeaseMissingAfterUpgrade => "lease_missing_after_upgrade",
+        }
+    }
 }
 
 /// The fields redo changes while backends may read them; only touched
@@ -104,6 +120,12 @@ pub struct Shared {
     /// Counts the lease worker's failed lease writes, so that waiting
     /// backends give up with an error instead of waiting for ever.
     worker_failures: AtomicU64,
+    /// Lease writes that failed, by a backend or the lease worker
+    /// (`snowflake_stats().lease_failures`).
+    lease_failures: AtomicU64,
+    /// When the lease was last written (wall clock, ms since 1970; 0: not
+    /// since the server started).
+    lease_written_unix_ms: AtomicI64,
     /// The lease worker's latch while it runs, for backends to wake it.
     worker_latch: AtomicPtr<pg_sys::Latch>,
     /// Broadcast whenever the lease worker raised the lease.
@@ -179,6 +201,8 @@ unsafe extern "C-unwind" fn shmem_startup() {
                 }),
                 lease_requested: AtomicU64::new(0),
                 worker_failures: AtomicU64::new(0),
+                lease_failures: AtomicU64::new(0),
+                lease_written_unix_ms: AtomicI64::new(0),
                 worker_latch: AtomicPtr::new(std::ptr::null_mut()),
                 lease_raised: pg_sys::ConditionVariable::default(),
             });
@@ -521,6 +545,26 @@ impl Shared {
         unsafe { self.guarded_ref() }.seeming_lease_unix_ms
     }
 
+    /// `lease_sync`: whether a backend asked the lease worker for more
+    /// lease than there is (it waits, or gave up waiting, for the
+    /// synchronous standbys or for the worker itself).
+    pub fn lease_waiting(&self) -> bool {
+        settings::lease_sync()
+            && self.lease_requested.load(Ordering::Acquire)
+                > self.generator.lease_until_ms.load(Ordering::Acquire)
+    }
+
+    /// Failed lease writes since the server started.
+    pub fn lease_failures(&self) -> u64 {
+        self.lease_failures.load(Ordering::Relaxed)
+    }
+
+    /// When the lease was last written (ms since 1970), if it was since
+    /// the server started.
+    pub fn lease_written_unix_ms(&self) -> Option<i64> {
+        Some(self.lease_written_unix_ms.load(Ordering::Relaxed)).filter(|&t| t > 0)
+    }
+
     /// Why generation is blocked, for the blocks that carry a message.
     pub fn message(&self) -> String {
         let _guard = LockGuard::shared(self.lock);
@@ -699,14 +743,18 @@ impl Shared {
                     .max(persisted.lease_until_unix_ms);
             }
         }
-        write_lease(&data_dir(), &record, system_identifier())
-            .map_err(|e| GenerateError::Lease(e.to_string()))?;
+        write_lease(&data_dir(), &record, system_identifier()).map_err(|e| {
+            self.lease_failures.fetch_add(1, Ordering::Relaxed);
+            GenerateError::Lease(e.to_string())
+        })?;
         unsafe { self.guarded() }.persisted = Some(record);
         let end = wal::log_lease(&record);
         self.generator
             .counters
             .lease_writes
             .fetch_add(1, Ordering::Relaxed);
+        self.lease_written_unix_ms
+            .store(crate::pg::clock::unix_now_ms(), Ordering::Relaxed);
         Ok((record.lease_until_ms(), end))
     }
 

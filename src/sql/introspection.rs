@@ -1,16 +1,165 @@
 //! `snowflake_stats()`: the generator's configuration and counters since
 //! the server started, as one row.
 
-use crate::pg::backend::{flush_issued, ready};
+use crate::pg::backend::{self, flush_issued, ready};
 use crate::pg::clock::{self, timestamp_of};
+use crate::pg::registry;
 use crate::pg::settings;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The generator's configuration and counters since the server started.
+/// The row of `snowflake_stats()` as of version 0.2.0 of the extension.
+type StatsV2 = (
+    Option<i32>,
+    TimestampWithTimeZone,
+    i32,
+    i32,
+    i32,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    f64,
+    i64,
+    Option<TimestampWithTimeZone>,
+    i64,
+);
+
+/// The columns 0.3.0 added: the lease's health, what holds issuing, and
+/// the registry's claim.
+type StatsV3Added = (
+    Option<TimestampWithTimeZone>,
+    bool,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<TimestampWithTimeZone>,
+    Option<String>,
+);
+
+fn stats_v2() -> StatsV2 {
+    let (config, shared) = ready();
+    let layout = &config.layout;
+    let g = &shared.generator;
+    let c = &g.counters;
+    flush_issued(c);
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
+    let issued = load(&c.ids_issued);
+    let pair = g.pair.load(Ordering::Acquire);
+    // Before the first ID the pair only holds the restart floor.
+    let last_id = (issued > 0)
+        .then(|| crate::pg::registry::node_id(config).map(|n| layout.id_of_pair(pair, n)))
+        .flatten();
+    let drift = (issued > 0).then(|| layout.pair_time(pair) as i64 - clock::now_ms(config));
+    let lease = g.lease_until_ms.load(Ordering::Acquire);
+    (
+        crate::pg::registry::node_id(config).map(|n| n as i32),
+        timestamp_of(config, 0),
+        layout.time_bits() as i32,
+        layout.node_bits() as i32,
+        layout.sequence_bits() as i32,
+        issued,
+        last_id,
+        drift,
+        c.max_drift_ms.load(Ordering::Relaxed),
+        settings::max_clock_drift_ms() as i64,
+        load(&c.backward_steps),
+        load(&c.largest_backward_step_ms),
+        load(&c.borrowed_ms),
+        load(&c.waits),
+        c.wait_us.load(Ordering::Relaxed) as f64 / 1000.0,
+        load(&c.drift_errors),
+        (lease > 0).then(|| timestamp_of(config, lease)),
+        load(&c.lease_writes),
+    )
+}
+
+fn stats_v3_added() -> StatsV3Added {
+    let (config, shared) = ready();
+    let hold = backend::hold(config, shared);
+    let claim = registry::claim_status();
+    // (A wall-clock time before the epoch cannot be a lease write of this
+    // configuration's IDs; shown as NULL rather than an error.)
+    let written = shared
+        .lease_written_unix_ms()
+        .and_then(|t| u64::try_from(t - config.epoch_unix_ms).ok())
+        .map(|ms| timestamp_of(config, ms));
+    let (held, held_message) = hold.map_or((None, None), |(r, m)| (Some(r.to_string()), Some(m)));
+    let (state, until, message) = claim.map_or((None, None, None), |c| {
+        (
+            Some(c.state.to_string()),
+            c.until_ms.map(|ms| timestamp_of(config, ms)),
+            c.message,
+        )
+    });
+    (
+        written,
+        shared.lease_waiting(),
+        shared.lease_failures() as i64,
+        held,
+        held_message,
+        state,
+        until,
+        message,
+    )
+}
+
+/// The generator's configuration and counters since the server started,
+/// its lease, what holds issuing, and the registry's claim.
 // pgrx needs the row type spelled out here (no alias for `name!` tuples).
+// The Rust name gives the C symbol: a new one, because the catalog of
+// 0.2.0 declares fewer columns and calls `snowflake_stats_wrapper` below
+// until ALTER EXTENSION UPDATE.
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(name = "snowflake_stats", volatile, parallel_safe)]
+fn snowflake_stats_0_3() -> TableIterator<
+    'static,
+    (
+        name!(node_id, Option<i32>),
+        name!(epoch, TimestampWithTimeZone),
+        name!(time_bits, i32),
+        name!(node_bits, i32),
+        name!(sequence_bits, i32),
+        name!(ids_issued, i64),
+        name!(last_id, Option<i64>),
+        name!(drift_ms, Option<i64>),
+        name!(max_drift_ms, i64),
+        name!(max_clock_drift_ms, i64),
+        name!(backward_steps, i64),
+        name!(largest_backward_step_ms, i64),
+        name!(borrowed_ms, i64),
+        name!(waits, i64),
+        name!(wait_time_ms, f64),
+        name!(drift_errors, i64),
+        name!(lease_until, Option<TimestampWithTimeZone>),
+        name!(lease_writes, i64),
+        name!(lease_written_at, Option<TimestampWithTimeZone>),
+        name!(lease_waiting, bool),
+        name!(lease_failures, i64),
+        name!(issuing_held, Option<String>),
+        name!(held_message, Option<String>),
+        name!(registry_state, Option<String>),
+        name!(grant_until, Option<TimestampWithTimeZone>),
+        name!(registry_message, Option<String>),
+    ),
+> {
+    let (a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r) = stats_v2();
+    let (s, t, u, v, w, x, y, z) = stats_v3_added();
+    TableIterator::once((
+        a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u, v, w, x, y, z,
+    ))
+}
+
+/// `snowflake_stats()` of a 0.2.0 catalog, which the library must serve
+/// until ALTER EXTENSION UPDATE (sql/README.md); not in the current SQL.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_safe, sql = false)]
 fn snowflake_stats() -> TableIterator<
     'static,
     (
@@ -34,40 +183,7 @@ fn snowflake_stats() -> TableIterator<
         name!(lease_writes, i64),
     ),
 > {
-    let (config, shared) = ready();
-    let layout = &config.layout;
-    let g = &shared.generator;
-    let c = &g.counters;
-    flush_issued(c);
-    let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
-    let issued = load(&c.ids_issued);
-    let pair = g.pair.load(Ordering::Acquire);
-    // Before the first ID the pair only holds the restart floor.
-    let last_id = (issued > 0)
-        .then(|| crate::pg::registry::node_id(config).map(|n| layout.id_of_pair(pair, n)))
-        .flatten();
-    let drift = (issued > 0).then(|| layout.pair_time(pair) as i64 - clock::now_ms(config));
-    let lease = g.lease_until_ms.load(Ordering::Acquire);
-    TableIterator::once((
-        crate::pg::registry::node_id(config).map(|n| n as i32),
-        timestamp_of(config, 0),
-        layout.time_bits() as i32,
-        layout.node_bits() as i32,
-        layout.sequence_bits() as i32,
-        issued,
-        last_id,
-        drift,
-        c.max_drift_ms.load(Ordering::Relaxed),
-        settings::max_clock_drift_ms() as i64,
-        load(&c.backward_steps),
-        load(&c.largest_backward_step_ms),
-        load(&c.borrowed_ms),
-        load(&c.waits),
-        c.wait_us.load(Ordering::Relaxed) as f64 / 1000.0,
-        load(&c.drift_errors),
-        (lease > 0).then(|| timestamp_of(config, lease)),
-        load(&c.lease_writes),
-    ))
+    TableIterator::once(stats_v2())
 }
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -87,9 +203,32 @@ mod tests {
                 AND sequence_bits = 12 AND ids_issued >= {before} + 10 AND snowflake_node(last_id) = 42
                 AND max_clock_drift_ms = 5000 AND lease_until >= snowflake_timestamp(last_id)
                 AND lease_writes >= 1 AND drift_errors = 0
+                AND lease_written_at BETWEEN now() - interval '1 hour' AND clock_timestamp()
+                AND NOT lease_waiting AND lease_failures = 0 AND issuing_held IS NULL AND held_message IS NULL
+                AND registry_state IS NULL AND grant_until IS NULL AND registry_message IS NULL
              FROM snowflake_stats()"
         )));
         let last: i64 = one("SELECT last_id FROM snowflake_stats()");
         assert!(one::<i64>("SELECT snowflake_next()") > last);
+    }
+
+    /// A 0.2.0 catalog calls the old C symbol until ALTER EXTENSION UPDATE:
+    /// it must still return the 0.2.0 row (18 columns), not the new one.
+    #[pg_test]
+    fn stats_of_the_0_2_0_catalog_keep_their_row() {
+        Spi::run(
+            "CREATE FUNCTION pg_temp.stats_0_2() RETURNS TABLE (
+                node_id int, epoch timestamptz, time_bits int, node_bits int, sequence_bits int,
+                ids_issued bigint, last_id bigint, drift_ms bigint, max_drift_ms bigint,
+                max_clock_drift_ms bigint, backward_steps bigint, largest_backward_step_ms bigint,
+                borrowed_ms bigint, waits bigint, wait_time_ms double precision,
+                drift_errors bigint, lease_until timestamptz, lease_writes bigint)
+             STRICT VOLATILE LANGUAGE c AS '$libdir/snowflake_id', 'snowflake_stats_wrapper'",
+        )
+        .unwrap();
+        assert!(one::<bool>(
+            "SELECT node_id = 42 AND lease_writes = (SELECT lease_writes FROM snowflake_stats())
+             FROM pg_temp.stats_0_2()"
+        ));
     }
 }

@@ -56,7 +56,7 @@ GRANT ALL ON t TO app;
 SQL
 
 # refused NAME EXPECTED: snowflake_next() fails with 55000 and names EXPECTED
-# and the way to accept.
+# and the way to accept; snowflake_stats() shows the hold and names EXPECTED.
 refused() {
   local label=$1 expected=$2 rc=0
   psql_on layout -v VERBOSITY=verbose -c "SELECT snowflake_next()" > "$SF_WORK/refused.out" 2>&1 || rc=$?
@@ -67,6 +67,10 @@ refused() {
   grep -q "$expected" "$SF_WORK/refused.out" || fail "$label: the error does not name $expected"
   grep -q "snowflake_accept_configuration" "$SF_WORK/refused.out" ||
     fail "$label: the error does not say how to accept the change (snowflake_accept_configuration)"
+  [ "$(sql_value layout "SELECT issuing_held FROM snowflake_stats()")" = configuration_changed ] ||
+    fail "$label: snowflake_stats().issuing_held is not 'configuration_changed'"
+  sql_value layout "SELECT held_message FROM snowflake_stats()" | grep -q "$expected" ||
+    fail "$label: snowflake_stats().held_message does not name $expected"
 }
 
 # restart_with LABEL CONF_LINE...: stop, append the lines (later lines win), start.

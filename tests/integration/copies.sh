@@ -36,7 +36,8 @@ set -euo pipefail
 require_installed_extension
 
 # expect_copy_hold NAME WHAT ERE: snowflake_next() on NAME fails with 55000,
-# a message matching ERE and the hint to give it its own node id.
+# a message matching ERE and the hint to give it its own node id; and
+# snowflake_stats() says so (issuing_held 'copied', held_message as ERE).
 expect_copy_hold() {
   local out
   out=$(sql_error "$1" "SELECT snowflake_next()") || fail "$2: snowflake_next() issued an ID on a copy"
@@ -44,6 +45,10 @@ expect_copy_hold() {
   printf '%s\n' "$out" | grep -qE "$3" || { printf '%s\n' "$out"; fail "$2: the message does not match /$3/"; }
   printf '%s\n' "$out" | grep -q 'HINT:  Give this server its own snowflake_id.node_id' ||
     { printf '%s\n' "$out"; fail "$2: the hint is missing"; }
+  [ "$(sql_value "$1" "SELECT issuing_held FROM snowflake_stats()")" = copied ] ||
+    fail "$2: snowflake_stats().issuing_held is not 'copied'"
+  sql_value "$1" "SELECT held_message FROM snowflake_stats()" | grep -qE "$3" ||
+    fail "$2: snowflake_stats().held_message does not match /$3/"
   pass "$2: snowflake_next() refused with 55000 ($(printf '%s\n' "$out" | sed -n 's/^ERROR: *55000: //p' | cut -c1-110)...)"
 }
 

@@ -8,8 +8,9 @@
 #   - the lease worker cannot run (max_worker_processes = 0): a call that
 #     needs a lease gives up after 15 s with 58030 and a message naming the
 #     worker and max_worker_processes, instead of waiting for ever;
-#   - a synchronous standby that never confirms: calls wait; lease_sync
-#     turned off (ALTER SYSTEM, reload) frees them within seconds.
+#   - a synchronous standby that never confirms: calls wait, and
+#     snowflake_stats().lease_waiting says so; lease_sync turned off
+#     (ALTER SYSTEM, reload) frees them within seconds.
 #
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/lease_sync_edges.sh
 set -euo pipefail
@@ -65,6 +66,8 @@ PGOPTIONS="-c synchronous_commit=local" timeout 40 psql -X -At -h 127.0.0.1 -p "
 waiting=$!
 sleep 3
 kill -0 "$waiting" 2>/dev/null || { cat "$SF_WORK/nosync.out"; fail "lease_sync with a standby that never confirms: the call did not wait"; }
+[ "$(sql_value nosync "SELECT lease_waiting FROM snowflake_stats()")" = t ] ||
+  fail "snowflake_stats().lease_waiting is not true while a call waits for the lease"
 PGOPTIONS="-c synchronous_commit=local" psql_on nosync -c "ALTER SYSTEM SET snowflake_id.lease_sync = off" -c "SELECT pg_reload_conf()" >/dev/null
 turned_off=$(now_ms)
 rc=0
@@ -73,5 +76,7 @@ freed_after=$(( $(now_ms) - turned_off ))
 [ "$rc" -ne 124 ] || fail "lease_sync turned off: the waiting call still waited 40 s after the call began"
 [ "$rc" -eq 0 ] && [ "$(cat "$SF_WORK/nosync.out")" = 1000 ] || { cat "$SF_WORK/nosync.out"; fail "lease_sync turned off: the waiting call failed (rc=$rc)"; }
 [ "$freed_after" -lt 5000 ] || fail "lease_sync turned off: the waiting call returned $freed_after ms after the reload"
+[ "$(sql_value nosync "SELECT lease_waiting FROM snowflake_stats()")" = f ] ||
+  fail "snowflake_stats().lease_waiting is still true after the wait ended"
 pass "lease_sync turned off and reloaded: the call waiting for a standby that never confirms returned 1000 IDs $freed_after ms later"
 cluster_stop nosync

@@ -106,6 +106,11 @@ pass "six servers started together claimed distinct node ids: $nodes"
 [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.holders WHERE state = 'held'")" = 6 ] ||
   fail "the registry does not list six held node ids"
 no_duplicates "concurrent first starts"
+# snowflake_stats() shows the claim: held, a grant ahead, nothing failing.
+[ "$(sql_value n1 "SELECT registry_state = 'held' AND grant_until > now() AND registry_message IS NULL
+                   AND issuing_held IS NULL AND node_id = $(node_of n1) FROM snowflake_stats()")" = t ] ||
+  fail "snowflake_stats() on n1 does not show a held claim: $(sql_value n1 "SELECT registry_state, grant_until, registry_message, issuing_held FROM snowflake_stats()")"
+pass "snowflake_stats() shows the claim: registry_state held, grant_until ahead"
 
 # --- a fixed node id held by a live server; passed on at a clean shutdown
 X1=$(node_of n1)
@@ -115,7 +120,11 @@ make_table n7
 expect_refusal n7 "SELECT snowflake_next()" 55000 \
   "node id $X1 of fleet \"default\" is held by .*:$(cluster_port n1) (data directory $(cluster_dir n1)" \
   "n7 under node id $X1, held by n1 (the refusal must name its live holder)"
-pass "a fixed node id held by a live server is refused, naming it"
+[ "$(sql_value n7 "SELECT issuing_held || ' ' || registry_state FROM snowflake_stats()")" = "registry_no_node_id failed" ] ||
+  fail "snowflake_stats() on n7 does not show the hold: $(sql_value n7 "SELECT issuing_held, registry_state, registry_message FROM snowflake_stats()")"
+sql_value n7 "SELECT registry_message FROM snowflake_stats()" | grep -q "is held by" ||
+  fail "snowflake_stats().registry_message on n7 does not say who holds the node id"
+pass "a fixed node id held by a live server is refused, naming it (also in snowflake_stats())"
 cluster_stop n1
 start=$(now_ms)
 wait_issuing n7 10
@@ -146,7 +155,9 @@ pass "a server that cannot reach the registry at start refuses (08001)"
 sleep $((GRANT_MS / 1000 + 1))
 expect_refusal n2 "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 10)" 08001 \
   "grant ended at .* has not renewed it" "n2 past its grant with the registry down"
-pass "issuing stops when the grant runs out with the registry down"
+[ "$(sql_value n2 "SELECT registry_state = 'held' AND grant_until < now() AND registry_message LIKE '%$(cluster_port reg)%' FROM snowflake_stats()")" = t ] ||
+  fail "snowflake_stats() on n2 does not show the grant ended and the registry failing: $(sql_value n2 "SELECT registry_state, grant_until, registry_message FROM snowflake_stats()")"
+pass "issuing stops when the grant runs out with the registry down (snowflake_stats(): grant_until past, registry_message says why)"
 cluster_start reg
 wait_issuing n2 15
 wait_issuing n9 15
@@ -194,6 +205,8 @@ n10_min=$(sort -n "$SF_WORK/w.n10" | sed -n 1p)
   fail "the paused holder issued at $((n3_max >> 22)) ms, its successor from $((n10_min >> 22)) ms: their ranges overlap"
 grep -q "gave the node id to another server" "$SF_WORK/w.n3.err" ||
   fail "the resumed holder did not stop at its grant's end: $(tail -3 "$SF_WORK/w.n3.err")"
+[ "$(sql_value n3 "SELECT issuing_held || ' ' || registry_state FROM snowflake_stats()")" = "registry_lost lost" ] ||
+  fail "snowflake_stats() on n3 does not show the lost claim: $(sql_value n3 "SELECT issuing_held, registry_state, registry_message FROM snowflake_stats()")"
 pass "the paused holder issued up to $((n3_max >> 22)) ms, within its grant, and then refused; its successor from $((n10_min >> 22)) ms; $(wc -l < "$SF_WORK/w.n3") and $(wc -l < "$SF_WORK/w.n10") IDs"
 no_duplicates "paused holder"
 

@@ -163,6 +163,74 @@ impl ClaimState {
     }
 }
 
+/// Where the claim stands, for `snowflake_stats()` (`None` without a
+/// registry).
+pub struct ClaimStatus {
+    /// The phase, as `snowflake_stats().registry_state` shows it.
+    pub state: &'static str,
+    /// The grant's end (ms since the epoch), once a claim succeeded.
+    pub until_ms: Option<u64>,
+    /// The last failure, or what the claim waits for; `None` while the
+    /// claim is held and the last call succeeded.
+    pub message: Option<String>,
+}
+
+pub fn claim_status() -> Option<ClaimStatus> {
+    if !enabled() {
+        return None;
+    }
+    let state = state()?;
+    let phase = state.phase();
+    let until = state.until_ms();
+    let quiet = phase == Phase::Held && !state.failing.load(Ordering::Acquire);
+    Some(ClaimStatus {
+        state: match phase {
+            Phase::Starting => "starting",
+            Phase::Failed => "failed",
+            Phase::Waiting => "waiting",
+            Phase::Held => "held",
+            Phase::Lost => "lost",
+            Phase::Released => "released",
+        },
+        until_ms: (until > 0).then_some(until),
+        message: (!quiet)
+            .then(|| strip_sqlstate(&state.message()).to_string())
+            .filter(|m| !m.is_empty()),
+    })
+}
+
+/// Registry mode: why this server cannot issue now, as `snowflake_stats()`
+/// shows it: no node id claimed (with the error `snowflake_next()`
+/// raises), or the node id given to another server (issuing ends with the
+/// grant, and starts again only after a restart).
+pub fn hold(config: &Config) -> Option<(&'static str, String)> {
+    let state = state()?;
+    let phase = state.phase();
+    if phase == Phase::Lost {
+        let until = crate::pg::clock::timestamp_of(config, state.until_ms());
+        let why = strip_sqlstate(&state.message()).to_string();
+        return Some((
+            "registry_lost",
+            format!(
+                "the registry ({}) gave the node id to another server: IDs are issued up to the grant's end at {until}, then refused until this server is restarted{}",
+                settings::registry_display(),
+                if why.is_empty() { String::new() } else { format!(" ({why})") }
+            ),
+        ));
+    }
+    claimed_node()
+        .is_none()
+        .then(|| ("registry_no_node_id", no_node_error(state, phase).text()))
+}
+
+/// A worker message without the registry's SQLSTATE in front ("CODE text").
+fn strip_sqlstate(message: &str) -> &str {
+    message
+        .split_once(' ')
+        .filter(|(code, _)| code.len() == 5 && code.chars().all(|c| c.is_ascii_alphanumeric()))
+        .map_or(message, |(_, rest)| rest)
+}
+
 /// The node id this server issues under now, for display and for bounds
 /// (`snowflake_stats()`, the read horizon): the claimed one in registry
 /// mode, else the setting.
@@ -276,10 +344,6 @@ pub fn grant_ended(e: GrantError, config: &Config) -> Error {
         registry: settings::registry_display(),
         until: crate::pg::clock::timestamp_of(config, until_ms).to_string(),
         lost,
-        message: message
-            .split_once(' ')
-            .filter(|(c, _)| c.len() == 5)
-            .map(|(_, m)| m.to_string())
-            .unwrap_or(message),
+        message: strip_sqlstate(&message).to_string(),
     }
 }

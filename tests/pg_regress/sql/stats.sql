@@ -12,6 +12,12 @@ SELECT s.ids_issued - b.ids_issued AS issued_here,
        s.drift_errors AS drift_errors
 FROM snowflake_stats() s, before b;
 
+-- the lease's health, what holds issuing, the registry's claim (none here)
+SELECT s.lease_written_at <= clock_timestamp() AS lease_written_before_now,
+       s.lease_waiting, s.lease_failures, s.issuing_held, s.held_message,
+       s.registry_state, s.grant_until, s.registry_message
+FROM snowflake_stats() s;
+
 -- the settings, and that the node id cannot be changed by a session
 SHOW snowflake_id.node_id;
 SHOW snowflake_id.epoch;

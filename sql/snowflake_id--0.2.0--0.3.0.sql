@@ -1,0 +1,46 @@
+-- snowflake_id 0.2.0 -> 0.3.0 (ALTER EXTENSION snowflake_id UPDATE).
+--
+-- snowflake_stats() gains eight columns, after the old ones: when the lease
+-- was last written, whether a backend waits for the lease worker, how many
+-- lease writes failed, whether issuing is held and why, and the node-id registry's claim (its state, the grant's
+-- end, its last failure). A function's result type cannot change in place,
+-- so it is dropped and created again (a view over it must be dropped
+-- first; the extension creates none). Until this runs, the 0.2.0 function
+-- keeps working with the new library (it calls snowflake_stats_wrapper,
+-- which still returns the 0.2.0 row).
+\echo Use "ALTER EXTENSION snowflake_id UPDATE" to load this file. \quit
+
+DROP FUNCTION snowflake_stats();
+
+-- snowflake_id::sql::introspection::snowflake_stats
+CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
+	"node_id" INT,  /* Option < i32 > */
+	"epoch" timestamp with time zone,  /* TimestampWithTimeZone */
+	"time_bits" INT,  /* i32 */
+	"node_bits" INT,  /* i32 */
+	"sequence_bits" INT,  /* i32 */
+	"ids_issued" bigint,  /* i64 */
+	"last_id" bigint,  /* Option < i64 > */
+	"drift_ms" bigint,  /* Option < i64 > */
+	"max_drift_ms" bigint,  /* i64 */
+	"max_clock_drift_ms" bigint,  /* i64 */
+	"backward_steps" bigint,  /* i64 */
+	"largest_backward_step_ms" bigint,  /* i64 */
+	"borrowed_ms" bigint,  /* i64 */
+	"waits" bigint,  /* i64 */
+	"wait_time_ms" double precision,  /* f64 */
+	"drift_errors" bigint,  /* i64 */
+	"lease_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"lease_writes" bigint,  /* i64 */
+	"lease_written_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"lease_waiting" bool,  /* bool */
+	"lease_failures" bigint,  /* i64 */
+	"issuing_held" TEXT,  /* Option < String > */
+	"held_message" TEXT,  /* Option < String > */
+	"registry_state" TEXT,  /* Option < String > */
+	"grant_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"registry_message" TEXT  /* Option < String > */
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_stats_0_3_wrapper';
