@@ -36,6 +36,10 @@ APT_PACKAGES=(
   build-essential pkg-config
   # Instruction counts (tests/integration/instructions.sh, bench/).
   valgrind
+  # Monitoring (tests/integration/monitoring.sh): the exporter the queries
+  # of monitoring/ are for, and promtool (in Debian's prometheus package)
+  # for the alerting rules. Neither service is used or needed running.
+  prometheus-postgres-exporter prometheus
   # scripts/sources.sh: pinned files come through pip (a virtual
   # environment) and apt-get download; dpkg-deb unpacks the 17 headers.
   ca-certificates dpkg
