@@ -69,6 +69,14 @@ if ! cargo pgrx --version 2>/dev/null | grep -q " ${PGRX_VERSION}\$"; then
   cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked --debug
 fi
 
+# PGXN's validator of META.json (tests/integration/pgxn.sh): the pgxn_meta
+# crate of the PGXN project, about a minute to build.
+PGXN_META_VERSION=0.7.0
+if ! pgxn_meta --version 2>/dev/null | grep -q " ${PGXN_META_VERSION}\$"; then
+  echo "setup: installing pgxn_meta ${PGXN_META_VERSION} (PGXN's META.json validator)"
+  cargo install pgxn_meta --version "${PGXN_META_VERSION}" --locked
+fi
+
 # The servers asked for (15 is Debian's, installed above).
 declare -A seen=()
 for v in "${versions[@]}"; do
