@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
-# Builds the release archive of snowflake_id for one PostgreSQL major version:
+# Builds the release packages of snowflake_id for one PostgreSQL major version:
 #
 #   scripts/package.sh                      # PostgreSQL 15 (Debian's pg_config)
 #   scripts/package.sh --pg 17              # 16, 17 or 18, as scripts/setup.sh --pg installs them
-#   scripts/package.sh --pg all             # one archive for each of 15, 16, 17 and 18
-#   PG_CONFIG=/path/to/pg_config scripts/package.sh   # any other server (PGDG packages, a source build)
+#   scripts/package.sh --pg all             # packages for each of 15, 16, 17 and 18
+#   PG_CONFIG=/path/to/pg_config scripts/package.sh   # any other server (a source build)
+#   scripts/package.sh --git-rev REV        # the packages of an earlier commit (a previous
+#                                           # release, for the upgrade test; cached)
 #
 # It runs `cargo pgrx package` (a release build plus the generated install
-# script) and packs its output into
-#   target/package/snowflake_id-<version>-pg<major>-linux-<arch>.tar.gz
-# whose paths are the server's own directories, relative to /:
-#   <pkglibdir>/snowflake_id.so                          the library
-#   <sharedir>/extension/snowflake_id.control            the control file
-#   <sharedir>/extension/snowflake_id--<version>.sql     the install script
-#   <sharedir>/extension/snowflake_id--<a>--<b>.sql      upgrade scripts (sql/)
-# so that on a server with the same PostgreSQL packages (same pg_config
-# paths, same or newer glibc; no Rust needed) `tar -xzf <archive> -C /`
-# installs it. Prints the archive's path on the last line.
+# script) and makes two packages of its output, in target/package/:
+#
+# 1. The Debian package postgresql-<major>-snowflake-id_<version>-1_<arch>.deb,
+#    in the layout of Debian's and the PostgreSQL project's (apt.postgresql.org)
+#    server packages, whatever pg_config built it:
+#      /usr/lib/postgresql/<major>/lib/snowflake_id.so
+#      /usr/share/postgresql/<major>/extension/snowflake_id.control,
+#        snowflake_id--<version>.sql and the upgrade scripts (sql/)
+#      /usr/share/doc/postgresql-<major>-snowflake-id/: copyright,
+#        changelog.Debian.gz, examples/ (the monitoring queries and rules)
+#    Depends on postgresql-<major> and on the libraries the .so links
+#    (dpkg-shlibdeps). `apt-get install ./<file>.deb` installs it.
+# 2. The archive snowflake_id-<version>-pg<major>-linux-<arch>.tar.gz, whose
+#    paths are the building server's own directories (pg_config's pkglibdir
+#    and sharedir), relative to /, for servers not packaged by Debian:
+#    `tar -xzf <archive> -C /` on a server with the same paths.
+# Neither needs Rust where it is installed. Prints the archive's path on the
+# last line, the Debian package's on the line before.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -24,33 +34,142 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # shellcheck source=postgres.sh
 . scripts/postgres.sh
 
-if [ "${1:-}" = --pg ]; then
-  [ $# -eq 2 ] || { echo "package: usage: scripts/package.sh [--pg 15|16|17|18|all]" >&2; exit 2; }
-  if [ "$2" = all ]; then
-    for v in "${SF_PG_VERSIONS[@]}"; do bash "$ROOT/scripts/package.sh" --pg "$v"; done
-    exit 0
-  fi
-  PG_CONFIG=$(pg_config_for "$2")
-  [ -n "$PG_CONFIG" ] || { echo "package: PostgreSQL $2 is not installed (scripts/setup.sh --pg $2)" >&2; exit 1; }
-elif [ $# -gt 0 ]; then
-  echo "package: usage: scripts/package.sh [--pg 15|16|17|18|all]" >&2; exit 2
-fi
+usage() { echo "package: usage: scripts/package.sh [--pg 15|16|17|18|all] [--git-rev REV]" >&2; exit 2; }
+git_rev=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pg)
+      [ $# -ge 2 ] || usage
+      if [ "$2" = all ]; then
+        [ $# -eq 2 ] || usage
+        for v in "${SF_PG_VERSIONS[@]}"; do bash "$ROOT/scripts/package.sh" --pg "$v"; done
+        exit 0
+      fi
+      PG_CONFIG=$(pg_config_for "$2")
+      [ -n "$PG_CONFIG" ] || { echo "package: PostgreSQL $2 is not installed (scripts/setup.sh --pg $2)" >&2; exit 1; }
+      shift 2 ;;
+    --git-rev) [ $# -ge 2 ] || usage; git_rev=$2; shift 2 ;;
+    *) usage ;;
+  esac
+done
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+major=$(pg_major "$PG_CONFIG")
+arch=$(dpkg --print-architecture)
+[ -n "$major" ] || { echo "package: cannot read the PostgreSQL major of $PG_CONFIG" >&2; exit 1; }
+out="$ROOT/target/package"
+mkdir -p "$out"
+
+# An earlier commit: its sources from git, built in a directory and a target
+# directory of their own (nothing of this tree's build is touched), packed by
+# this script. A commit's packages never change, so they are kept in the
+# cache of scripts/postgres.sh and built once per machine.
+if [ -n "$git_rev" ]; then
+  commit=$(git -C "$ROOT" rev-parse --verify "$git_rev^{commit}" 2>/dev/null) ||
+    { echo "package: $git_rev is not a commit of this clone (a shallow clone lacks old commits: git fetch --unshallow)" >&2; exit 1; }
+  cache="$SF_PG_CACHE/packages/$commit-pg$major-$(basename "$(dirname "$(dirname "$PG_CONFIG")")")"
+  if [ ! -f "$cache/.done" ]; then
+    src="$out/src-$commit"
+    rm -rf "$src" && mkdir -p "$src"
+    git -C "$ROOT" archive "$commit" | tar -x -C "$src"
+    # This script, not the commit's (older ones made no Debian package).
+    cp "$ROOT/scripts/package.sh" "$src/scripts/package.sh"
+    (cd "$src" && CARGO_TARGET_DIR="$ROOT/target/previous" PG_CONFIG="$PG_CONFIG" \
+      SF_PACKAGE_OUT="$src/out" SF_PACKAGE_DATE="$(git -C "$ROOT" log -1 --format=%aD "$commit")" \
+      bash scripts/package.sh > /dev/null)
+    rm -rf "$cache" && mkdir -p "$cache"
+    cp "$src"/out/* "$cache/"
+    touch "$cache/.done"
+    rm -rf "$src"
+  fi
+  find "$cache" -maxdepth 1 -type f ! -name .done -exec cp {} "$out/" \;
+  deb=$(cd "$cache" && ls -1 ./*.deb); archive=$(cd "$cache" && ls -1 ./*.tar.gz)
+  echo "$out/${deb#./}"
+  echo "$out/${archive#./}"
+  exit 0
+fi
+out=${SF_PACKAGE_OUT:-$out}
+mkdir -p "$out"
 
 version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
-major=$(pg_major "$PG_CONFIG")
-[ -n "$version" ] && [ -n "$major" ] || { echo "package: cannot read the version or PostgreSQL major" >&2; exit 1; }
-
-staged="target/release/snowflake_id-pg$major"
+[ -n "$version" ] || { echo "package: cannot read the version in Cargo.toml" >&2; exit 1; }
+pkglibdir=$("$PG_CONFIG" --pkglibdir)
+sharedir=$("$PG_CONFIG" --sharedir)
+target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
+staged="$target_dir/release/snowflake_id-pg$major"
 rm -rf "$staged"   # no leftovers (an upgrade script removed from sql/)
 cargo pgrx package --pg-config "$PG_CONFIG" >&2
-[ -f "$staged$("$PG_CONFIG" --pkglibdir)/snowflake_id.so" ] || { echo "package: $staged has no library" >&2; exit 1; }
+[ -f "$staged$pkglibdir/snowflake_id.so" ] || { echo "package: $staged has no library" >&2; exit 1; }
 
-mkdir -p target/package
-archive="target/package/snowflake_id-$version-pg$major-linux-$(uname -m).tar.gz"
-# Files only: directory entries would reset the modes of /usr and friends
-# when extracted with -C /.
+# --- the Debian package
+pkg="postgresql-$major-snowflake-id"
+debversion="$version-1"
+root="$target_dir/package-root/$pkg"
+rm -rf "$root"
+libdir="$root/usr/lib/postgresql/$major/lib"
+extdir="$root/usr/share/postgresql/$major/extension"
+docdir="$root/usr/share/doc/$pkg"
+install -d -m 755 "$libdir" "$extdir" "$docdir" "$root/DEBIAN"
+install -m 644 "$staged$pkglibdir/snowflake_id.so" "$libdir/"
+for f in "$staged$sharedir/extension/"*; do install -m 644 "$f" "$extdir/"; done
+if [ -d monitoring ]; then
+  install -d -m 755 "$docdir/examples"
+  for f in monitoring/queries.yaml monitoring/alerts.yml; do
+    [ -f "$f" ] && install -m 644 "$f" "$docdir/examples/"
+  done
+fi
+{
+  echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
+  echo "Upstream-Name: snowflake_id"
+  echo
+  echo "Files: *"
+  echo "Copyright: 2026 the snowflake_id developers"
+  echo "License: PostgreSQL"
+  if [ -f LICENSE ]; then sed -n '3,$p' LICENSE | sed 's/^$/./; s/^/ /'; fi
+} > "$docdir/copyright"
+chmod 644 "$docdir/copyright"
+# The date of the commit built, so that a rebuild makes the same changelog.
+date=${SF_PACKAGE_DATE:-$(git -C "$ROOT" log -1 --format=%aD 2>/dev/null || date -R)}
+printf '%s (%s) unstable; urgency=medium\n\n  * snowflake_id %s for PostgreSQL %s.\n\n -- snowflake_id developers <maintainers@snowflake-id.invalid>  %s\n' \
+  "$pkg" "$debversion" "$version" "$major" "$date" | gzip -9n > "$docdir/changelog.Debian.gz"
+chmod 644 "$docdir/changelog.Debian.gz"
+# The libraries the .so needs, as Debian package dependencies.
+shlibs=$(
+  tmp=$(mktemp -d)
+  mkdir "$tmp/debian" && echo "Source: $pkg" > "$tmp/debian/control"
+  cd "$tmp" && dpkg-shlibdeps -O "$libdir/snowflake_id.so" 2>/dev/null | sed -n 's/^shlibs:Depends=//p'
+  rm -rf "$tmp"
+)
+[ -n "$shlibs" ] || { echo "package: dpkg-shlibdeps found no dependencies of snowflake_id.so" >&2; exit 1; }
+(cd "$root" && find usr -type f | sort | xargs md5sum) > "$root/DEBIAN/md5sums"
+cat > "$root/DEBIAN/control" <<EOF
+Package: $pkg
+Version: $debversion
+Architecture: $arch
+Maintainer: snowflake_id developers <maintainers@snowflake-id.invalid>
+Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
+Depends: postgresql-$major, $shlibs
+Section: database
+Priority: optional
+Description: time-ordered unique 64-bit IDs for PostgreSQL $major
+ snowflake_id issues 64-bit, time-ordered, globally unique IDs from inside
+ PostgreSQL: id bigint PRIMARY KEY DEFAULT snowflake_next(). The generator
+ lives in shared memory (shared_preload_libraries = 'snowflake_id'), is
+ lock-free, and never issues the same ID twice on one node, also when the
+ clock steps back or the server crashes; a node-id registry keeps node ids
+ unique across a fleet.
+ .
+ This package is for PostgreSQL $major.
+EOF
+deb="$out/${pkg}_${debversion}_${arch}.deb"
+dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >&2
+dpkg-deb --info "$deb" >&2
+dpkg-deb --contents "$deb" >&2
+
+# --- the archive (files only: directory entries would reset the modes of
+# /usr and friends when extracted with -C /)
+archive="$out/snowflake_id-$version-pg$major-linux-$(uname -m).tar.gz"
 (cd "$staged" && find . -type f | sort) |
   tar -C "$staged" --owner=0 --group=0 --numeric-owner --no-recursion -czf "$archive" -T -
 tar -tzvf "$archive" >&2
-echo "$ROOT/$archive"
+echo "$deb"
+echo "$archive"

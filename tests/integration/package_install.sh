@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The release archive installs where there is no Rust, and versions upgrade.
 #
-# 1. scripts/package.sh builds the archive (cargo pgrx package + tar).
+# 1. scripts/package.sh builds the archive (cargo pgrx package + tar) and
+#    the Debian package: the package holds the same files, byte for byte,
+#    in the Debian layout of this major, with a control file that depends
+#    on postgresql-NN (tests/integration/deb_package.sh installs it with
+#    apt-get on Debian's 15).
 # 2. A clean PostgreSQL root: a copy of the tested server's installation (PG_BIN:
 #    Debian's 15 by default, scripts/test.sh --pg NN sets another) under a
 #    scratch prefix, without any snowflake_id file (PostgreSQL finds its
@@ -17,7 +21,8 @@
 #       the sources generate;
 #    b. from every other frozen version, ALTER EXTENSION snowflake_id UPDATE
 #       through the upgrade scripts in the archive gives the same catalog as
-#       a fresh install of the current version;
+#       a fresh install of the current version (and before the update, the
+#       old catalog's snowflake_stats() works with the new library);
 #    c. the check itself works: with a synthetic older version that lacks
 #       snowflake_parse, an empty upgrade script is caught and one that
 #       creates the function passes.
@@ -36,8 +41,11 @@ BINDIR=$("$SYS_CONFIG" --bindir)
 version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
 
 # --- 1. the archive
-archive=$(PG_CONFIG=$SYS_CONFIG bash scripts/package.sh 2>"$SF_WORK/package.log" | tail -1) || { cat "$SF_WORK/package.log"; fail "scripts/package.sh failed"; }
+PG_CONFIG=$SYS_CONFIG bash scripts/package.sh 2>"$SF_WORK/package.log" > "$SF_WORK/package.out" || { cat "$SF_WORK/package.log"; fail "scripts/package.sh failed"; }
+deb=$(tail -2 "$SF_WORK/package.out" | head -1)
+archive=$(tail -1 "$SF_WORK/package.out")
 [ -f "$archive" ] || fail "no archive at '$archive'"
+[ -f "$deb" ] || fail "no Debian package at '$deb'"
 echo "archive: $archive"
 tar -tzvf "$archive"
 expected=$(printf '%s\n' \
@@ -48,6 +56,35 @@ expected=$(printf '%s\n' \
 [ "$(tar -tzf "$archive" | sort)" = "$expected" ] || fail "the archive does not hold exactly:
 $expected"
 pass "the archive holds the library, the control file, the install script and the upgrade scripts"
+
+# The Debian package: the same files in the Debian layout for this major
+# (/usr/lib/postgresql/NN/lib, /usr/share/postgresql/NN/extension), each
+# byte for byte the archive's file at this server's pg_config path, plus
+# its documentation; and a control file for this major.
+major=$(pg_major "$SYS_CONFIG")
+pkg="postgresql-$major-snowflake-id"
+[ "$(basename "$deb")" = "${pkg}_$version-1_$(dpkg --print-architecture).deb" ] || fail "the Debian package is named $(basename "$deb")"
+[ "$(dpkg-deb --field "$deb" Package)" = "$pkg" ] || fail "the package is not named $pkg"
+[ "$(dpkg-deb --field "$deb" Version)" = "$version-1" ] || fail "the package's version is not $version-1"
+dpkg-deb --field "$deb" Depends | grep -Eq "(^|, )postgresql-$major(,|$)" || fail "the package does not depend on postgresql-$major: $(dpkg-deb --field "$deb" Depends)"
+dpkg-deb --field "$deb" Depends | grep -q "libc6 (>= " || fail "the package does not depend on libc6"
+mkdir -p "$SF_WORK/deb" "$SF_WORK/tar"
+dpkg-deb -x "$deb" "$SF_WORK/deb"
+tar -xzf "$archive" -C "$SF_WORK/tar"
+deb_files=$(cd "$SF_WORK/deb" && find . -type f | sort)
+expected_deb=$(printf '%s\n' "$expected" |
+  sed "s|^\.$LIBDIR/|./usr/lib/postgresql/$major/lib/|; s|^\.$SHAREDIR/extension/|./usr/share/postgresql/$major/extension/|"
+  printf '%s\n' ./usr/share/doc/$pkg/{copyright,changelog.Debian.gz,examples/queries.yaml,examples/alerts.yml})
+[ "$deb_files" = "$(printf '%s\n' "$expected_deb" | sort)" ] || fail "the Debian package does not hold exactly:
+$expected_deb
+but:
+$deb_files"
+while read -r f; do
+  mapped=$(printf '%s\n' "$f" | sed "s|^\.$LIBDIR/|./usr/lib/postgresql/$major/lib/|; s|^\.$SHAREDIR/extension/|./usr/share/postgresql/$major/extension/|")
+  cmp -s "$SF_WORK/tar/$f" "$SF_WORK/deb/$mapped" || fail "$mapped in the Debian package differs from the archive's $f"
+done <<< "$expected"
+[ "$(dpkg-deb --contents "$deb" | awk '$2 != "root/root"' | wc -l)" = 0 ] || fail "the Debian package has files not owned by root"
+pass "the Debian package $(basename "$deb") holds the same files in /usr/lib/postgresql/$major/lib and /usr/share/postgresql/$major/extension (Depends: $(dpkg-deb --field "$deb" Depends))"
 
 # --- 2. a clean PostgreSQL root, and the archive extracted into it
 root="$SF_WORK/root"
@@ -135,7 +172,11 @@ for f in sql/snowflake_id--*.sql; do
   cp "$f" "$EXT/"
   db="v_from_$(echo "$v" | tr -c '0-9a-z\n' '_')"
   fresh_db "$db"
-  psql_on pkg -d "$db" -c "CREATE EXTENSION snowflake_id VERSION '$v'" -c "ALTER EXTENSION snowflake_id UPDATE"
+  psql_on pkg -d "$db" -c "CREATE EXTENSION snowflake_id VERSION '$v'"
+  # The old catalog works with the new library until the update.
+  [ "$(psql_on pkg -d "$db" -At -c "SELECT ids_issued >= 0 AND node_id = 11 FROM snowflake_stats()")" = t ] ||
+    fail "snowflake_stats() of the $v catalog does not work with the $version library"
+  psql_on pkg -d "$db" -c "ALTER EXTENSION snowflake_id UPDATE"
   [ "$(fingerprint "$db")" = "$current" ] || {
     diff <(fingerprint "$db") <(echo "$current") || true
     fail "$v updated to $version differs from a fresh install of $version (above: < updated, > fresh)"
