@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# How many servers one registry carries: pgbench against the registry's own
+# functions on a PostgreSQL 15 server of this machine (fsync on, synchronous
+# commit on: every claim and renewal is a durable commit, as deployed).
+#
+#   bash bench/registry.sh [--servers N] [--seconds S] [--clients C]
+#
+#   1. a fleet of N servers starting at once: N claims from the pool, by C
+#      clients at a time (each claim locks the fleet's row: claims of one
+#      fleet are serialised by design);
+#   2. renewals: C clients renewing random claims of the N for S seconds;
+#   3. restarts: C clients each releasing a random claim and claiming that
+#      node id again (what a rolling restart asks), for S seconds;
+#   4. the fleet's steady load, computed: one renewal per holder every
+#      registry_grant / 6 (5 s with the default 30 s grant), so N / 5
+#      renewals per second, beside the measured rate.
+# Needs scripts/setup.sh (PostgreSQL 15, pgbench). Prints the results; the
+# numbers of a run are in docs/registry.md ("How many servers").
+set -euo pipefail
+BENCH=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$BENCH/.." && pwd)
+SERVERS=1000 SECONDS_EACH=20 CLIENTS=8
+while [ $# -gt 0 ]; do
+  case $1 in
+    --servers) SERVERS=$2; shift 2 ;;
+    --seconds) SECONDS_EACH=$2; shift 2 ;;
+    --clients) CLIENTS=$2; shift 2 ;;
+    *) echo "usage: bench/registry.sh [--servers N] [--seconds S] [--clients C]" >&2; exit 2 ;;
+  esac
+done
+[ "$SERVERS" -le 1024 ] || { echo "registry bench: at most 1024 servers (node_bits 10)" >&2; exit 2; }
+# shellcheck source=../tests/integration/lib.sh
+. "$ROOT/tests/integration/lib.sh"
+
+cluster_init reg "$(free_port)" "max_connections = 200"
+as_pg sed -i "/^shared_preload_libraries = 'snowflake_id'$/d" "$(cluster_dir reg)/postgresql.conf"
+cluster_start reg
+psql_on reg -f "$ROOT/registry/snowflake_registry.sql" >/dev/null
+EPOCH=1735689600000   # 2025-01-01, the default epoch
+GRANT=30000
+psql_on reg <<SQL >/dev/null
+CREATE TABLE bench_claims (node_id int PRIMARY KEY, claim_id bigint, token text);
+-- A server's claim from the pool, as the lease worker makes it.
+CREATE FUNCTION bench_claim(p_server int) RETURNS void LANGUAGE sql AS \$\$
+  INSERT INTO bench_claims
+  SELECT c.node_id, c.claim_id, t.token
+  FROM (SELECT md5(random()::text) AS token) t,
+       snowflake_registry.claim('bench', $EPOCH, 10, 12, NULL, NULL, t.token,
+                                1, 'host' || p_server, 5432, '/data', snowflake_registry.now_ms($EPOCH), $GRANT) c
+\$\$;
+-- A restart: release, then claim the same node id again.
+CREATE FUNCTION bench_restart(p_node int) RETURNS void LANGUAGE plpgsql AS \$\$
+DECLARE b bench_claims; t text := md5(random()::text); c record;
+BEGIN
+  SELECT * INTO STRICT b FROM bench_claims WHERE node_id = p_node FOR UPDATE;
+  PERFORM snowflake_registry.release('bench', b.node_id, b.claim_id, b.token, snowflake_registry.now_ms($EPOCH));
+  SELECT * INTO STRICT c FROM snowflake_registry.claim('bench', $EPOCH, 10, 12, p_node, NULL, t,
+                                1, 'host' || p_node, 5432, '/data', snowflake_registry.now_ms($EPOCH), $GRANT);
+  UPDATE bench_claims SET claim_id = c.claim_id, token = t WHERE node_id = p_node;
+END
+\$\$;
+SQL
+work="$SF_WORK/bench"
+mkdir -p "$work"
+echo "SELECT bench_claim(:client_id * 100000 + :scale);" > "$work/claim.sql"
+cat > "$work/renew.sql" <<SQL
+\\set n random(0, $((SERVERS - 1)))
+SELECT snowflake_registry.renew('bench', b.node_id, b.claim_id, b.token, snowflake_registry.now_ms($EPOCH), $GRANT)
+FROM bench_claims b WHERE b.node_id = :n;
+SQL
+cat > "$work/restart.sql" <<SQL
+\\set n random(0, $((SERVERS - 1)))
+SELECT bench_restart(:n);
+SQL
+tps() { sed -nE 's/^tps = ([0-9.]+) .*/\1/p' "$1" | head -1; }
+latency() { sed -nE 's/^latency average = ([0-9.]+) ms/\1/p' "$1" | head -1; }
+run() {
+  local name=$1; shift
+  pgbench -h 127.0.0.1 -p "$(cluster_port reg)" -U postgres -n "$@" postgres > "$work/$name.out" 2>&1 ||
+    { cat "$work/$name.out"; fail "pgbench $name failed"; }
+}
+
+per_client=$((SERVERS / CLIENTS))
+claims=$((per_client * CLIENTS))
+run claims -c "$CLIENTS" -j 2 -t "$per_client" -f "$work/claim.sql"
+[ "$(sql_value reg "SELECT count(*) FROM bench_claims")" = "$claims" ] || fail "not $claims claims"
+[ "$(sql_value reg "SELECT count(DISTINCT node_id) FROM snowflake_registry.node_ids WHERE fleet = 'bench'")" = "$claims" ] ||
+  fail "the claims did not get distinct node ids"
+run renew -c "$CLIENTS" -j 2 -T "$SECONDS_EACH" -f "$work/renew.sql"
+run restart -c "$CLIENTS" -j 2 -T "$SECONDS_EACH" -f "$work/restart.sql"
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.node_ids WHERE fleet = 'bench' AND released_at IS NULL")" = "$claims" ] ||
+  fail "after the restarts not every node id is held"
+
+needed=$(awk -v n="$claims" -v g="$GRANT" 'BEGIN { printf "%.0f", n / (g / 6 / 1000) }')
+echo
+echo "registry on $(pg_config --version 2>/dev/null || echo PostgreSQL), $(nproc) cores, $CLIENTS clients, fsync on"
+printf '%-44s %10s %12s\n' "" "per second" "latency ms"
+printf '%-44s %10s %12s\n' "claims from the pool ($claims servers at once)" "$(tps "$work/claims.out")" "$(latency "$work/claims.out")"
+printf '%-44s %10s %12s\n' "renewals ($SECONDS_EACH s)" "$(tps "$work/renew.out")" "$(latency "$work/renew.out")"
+printf '%-44s %10s %12s\n' "restarts: release + claim ($SECONDS_EACH s)" "$(tps "$work/restart.out")" "$(latency "$work/restart.out")"
+printf '%-44s %10s\n' "needed by $claims servers (grant 30 s: renew every 5 s)" "$needed"
+echo "grants history: $(sql_value reg "SELECT count(*) FROM snowflake_registry.grants") rows"
