@@ -75,7 +75,7 @@ pub enum Blocked {
 
 impl Blocked {
     /// The hold's name in `snowflake_stats().issuing_held` (and in the
-    /// monitoring's `held_reason` label).
+    /// `reason` label of monitoring/queries.yaml).
     pub fn reason(self) -> &'static str {
         match self {
             Blocked::No => "none",

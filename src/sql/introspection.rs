@@ -1,10 +1,12 @@
 //! `snowflake_stats()`: the generator's configuration and counters since
 //! the server started, as one row.
 
+use crate::core::config::Config;
 use crate::pg::backend::{self, flush_issued, ready};
 use crate::pg::clock::{self, timestamp_of};
 use crate::pg::registry;
 use crate::pg::settings;
+use crate::pg::shmem::Shared;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -43,8 +45,7 @@ type StatsV3Added = (
     Option<String>,
 );
 
-fn stats_v2() -> StatsV2 {
-    let (config, shared) = ready();
+fn stats_v2(config: &Config, shared: &Shared) -> StatsV2 {
     let layout = &config.layout;
     let g = &shared.generator;
     let c = &g.counters;
@@ -52,14 +53,15 @@ fn stats_v2() -> StatsV2 {
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
     let issued = load(&c.ids_issued);
     let pair = g.pair.load(Ordering::Acquire);
+    let node = registry::node_id(config);
     // Before the first ID the pair only holds the restart floor.
     let last_id = (issued > 0)
-        .then(|| crate::pg::registry::node_id(config).map(|n| layout.id_of_pair(pair, n)))
+        .then(|| node.map(|n| layout.id_of_pair(pair, n)))
         .flatten();
     let drift = (issued > 0).then(|| layout.pair_time(pair) as i64 - clock::now_ms(config));
     let lease = g.lease_until_ms.load(Ordering::Acquire);
     (
-        crate::pg::registry::node_id(config).map(|n| n as i32),
+        node.map(|n| n as i32),
         timestamp_of(config, 0),
         layout.time_bits() as i32,
         layout.node_bits() as i32,
@@ -80,8 +82,7 @@ fn stats_v2() -> StatsV2 {
     )
 }
 
-fn stats_v3_added() -> StatsV3Added {
-    let (config, shared) = ready();
+fn stats_v3_added(config: &Config, shared: &Shared) -> StatsV3Added {
     let hold = backend::hold(config, shared);
     let claim = registry::claim_status();
     // (A wall-clock time before the epoch cannot be a lease write of this
@@ -149,8 +150,9 @@ fn snowflake_stats_0_3() -> TableIterator<
         name!(registry_message, Option<String>),
     ),
 > {
-    let (a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r) = stats_v2();
-    let (s, t, u, v, w, x, y, z) = stats_v3_added();
+    let (config, shared) = ready();
+    let (a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r) = stats_v2(config, shared);
+    let (s, t, u, v, w, x, y, z) = stats_v3_added(config, shared);
     TableIterator::once((
         a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u, v, w, x, y, z,
     ))
@@ -183,7 +185,8 @@ fn snowflake_stats() -> TableIterator<
         name!(lease_writes, i64),
     ),
 > {
-    TableIterator::once(stats_v2())
+    let (config, shared) = ready();
+    TableIterator::once(stats_v2(config, shared))
 }
 
 #[cfg(any(test, feature = "pg_test"))]

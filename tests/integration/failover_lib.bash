@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Helpers for the failover tests (failover_wal.sh, failover_recovery.sh,
 # failover_pg_auto_failover.sh): a burst that leaves the stored IDs far
-# ahead of the clock, an immediate promotion, and the checks every promoted
-# (or recovered) server must pass. Source it after lib.sh.
+# ahead of the clock, and the checks every promoted (or recovered) server
+# must pass (promote is in lib.sh). Source it after lib.sh.
 # (Not named *.sh, so run_all.sh does not take it for a test.)
 
 # The table every failover test writes: IDs from the generator, and where
@@ -33,12 +33,6 @@ burst() {
   fi
   psql_on "$name" -c "INSERT INTO t (src) SELECT 'burst' FROM generate_series(1, 1000)"
   sql_value "$name" "SELECT max(id) FROM t"
-}
-
-# promote NAME: pg_ctl promote, waiting until it is done.
-promote() {
-  (cd / && as_pg "$(cluster_bin "$1")/pg_ctl" -D "$(cluster_dir "$1")" -w -t 60 promote >/dev/null) ||
-    fail "promotion of $1 failed"
 }
 
 # ahead_ms NAME ID: how far ID's time lies ahead of NAME's clock, in ms.

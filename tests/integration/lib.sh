@@ -282,6 +282,12 @@ cluster_basebackup() {
   cluster_conf "$name" "port = $port" "unix_socket_directories = '$dir.sock'"
 }
 
+# promote NAME: pg_ctl promote, waiting until it is done.
+promote() {
+  (cd / && as_pg "$(cluster_bin "$1")/pg_ctl" -D "$(cluster_dir "$1")" -w -t 60 promote >/dev/null) ||
+    fail "promotion of $1 failed"
+}
+
 # wait_for_replay STANDBY PRIMARY: wait (up to 60 s) until STANDBY has replayed
 # everything PRIMARY has written so far.
 wait_for_replay() {

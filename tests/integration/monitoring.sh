@@ -63,16 +63,18 @@ scrape() {
   curl -sf --max-time 10 "http://127.0.0.1:$port/metrics" > "$SF_WORK/metrics" ||
     { cat "$SF_WORK/exporter.log"; fail "GET /metrics failed"; }
 }
+# in_scrape FILE NAME: the lines of metric NAME (series, value) in FILE.
+in_scrape() { awk -v n="$2" '$1 == n || index($1, n "{") == 1 { print $1, $2 }' "$1"; }
 # metric NAME: its value in the last scrape (one series), else fail.
 metric() {
   local v
-  v=$(awk -v n="$1" '$1 == n || index($1, n "{") == 1 { print $2 }' "$SF_WORK/metrics")
+  v=$(in_scrape "$SF_WORK/metrics" "$1" | cut -d' ' -f2)
   [ "$(printf '%s\n' "$v" | sed '/^$/d' | wc -l)" = 1 ] ||
     { grep snowflake_id_ "$SF_WORK/metrics" || true; tail -5 "$SF_WORK/exporter.log"; fail "/metrics has no single series $1 (values: $v)"; }
   echo "$v"
 }
 # series NAME: the series (name and labels) as the last scrape named it.
-series() { awk -v n="$1" '$1 == n || index($1, n "{") == 1 { print $1 }' "$SF_WORK/metrics"; }
+series() { in_scrape "$SF_WORK/metrics" "$1" | cut -d' ' -f1; }
 # compare A OP B: A and B are numbers or sums of them (the exporter's
 # values), compared as floats by awk.
 compare() {
@@ -141,7 +143,7 @@ pass "clock stepped back 4 s: backward_steps $steps0 -> $steps1, largest step $(
   echo "  - interval: 15s"
   echo "    input_series:"
   for name in snowflake_id_backward_steps snowflake_id_drift_seconds snowflake_id_max_clock_drift_seconds; do
-    v0=$(awk -v n="$name" '$1 == n || index($1, n "{") == 1 { print $2 }' "$SF_WORK/metrics.before_step")
+    v0=$(in_scrape "$SF_WORK/metrics.before_step" "$name" | cut -d' ' -f2)
     v1=$(metric "$name")
     s=$(series "$name" | sed 's/}$/,job="pg",instance="mon"}/; s/^\([a-z_]*\)$/\1{job="pg",instance="mon"}/')
     printf "      - series: '%s'\n        values: '%s'\n" "$s" "$v0 $v0 $v0 $v0 $v1 $v1 $v1 $v1 $v1 $v1 $v1 $v1 $v1"

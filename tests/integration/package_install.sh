@@ -72,15 +72,18 @@ mkdir -p "$SF_WORK/deb" "$SF_WORK/tar"
 dpkg-deb -x "$deb" "$SF_WORK/deb"
 tar -xzf "$archive" -C "$SF_WORK/tar"
 deb_files=$(cd "$SF_WORK/deb" && find . -type f | sort)
-expected_deb=$(printf '%s\n' "$expected" |
+# debian_paths: the archive's paths (stdin) where the Debian package has them.
+debian_paths() {
   sed "s|^\.$LIBDIR/|./usr/lib/postgresql/$major/lib/|; s|^\.$SHAREDIR/extension/|./usr/share/postgresql/$major/extension/|"
+}
+expected_deb=$(printf '%s\n' "$expected" | debian_paths
   printf '%s\n' ./usr/share/doc/$pkg/{copyright,changelog.Debian.gz,examples/queries.yaml,examples/alerts.yml})
 [ "$deb_files" = "$(printf '%s\n' "$expected_deb" | sort)" ] || fail "the Debian package does not hold exactly:
 $expected_deb
 but:
 $deb_files"
 while read -r f; do
-  mapped=$(printf '%s\n' "$f" | sed "s|^\.$LIBDIR/|./usr/lib/postgresql/$major/lib/|; s|^\.$SHAREDIR/extension/|./usr/share/postgresql/$major/extension/|")
+  mapped=$(printf '%s\n' "$f" | debian_paths)
   cmp -s "$SF_WORK/tar/$f" "$SF_WORK/deb/$mapped" || fail "$mapped in the Debian package differs from the archive's $f"
 done <<< "$expected"
 [ "$(dpkg-deb --contents "$deb" | awk '$2 != "root/root"' | wc -l)" = 0 ] || fail "the Debian package has files not owned by root"

@@ -27,11 +27,6 @@
 # shellcheck source-path=SCRIPTDIR source=registry_lib.bash
 . "$(dirname "$0")/registry_lib.bash"
 
-# promote NAME: pg_ctl promote, waiting until it is done.
-promote() {
-  (cd / && as_pg "$(cluster_bin "$1")/pg_ctl" -D "$(cluster_dir "$1")" -w -t 60 promote >/dev/null) ||
-    fail "promotion of $1 failed"
-}
 # writer NAME MS: inserts (recorded) on NAME for MS milliseconds; failures
 # (a refused call) are kept in $SF_WORK/w.NAME.err.
 writer() {

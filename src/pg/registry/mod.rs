@@ -54,6 +54,20 @@ pub enum Phase {
     Released = 5,
 }
 
+impl Phase {
+    /// The phase as `snowflake_stats().registry_state` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Failed => "failed",
+            Phase::Waiting => "waiting",
+            Phase::Held => "held",
+            Phase::Lost => "lost",
+            Phase::Released => "released",
+        }
+    }
+}
+
 /// The claim, in shared memory. Written by the lease worker only.
 #[repr(C)]
 pub struct ClaimState {
@@ -166,7 +180,7 @@ impl ClaimState {
 /// Where the claim stands, for `snowflake_stats()` (`None` without a
 /// registry).
 pub struct ClaimStatus {
-    /// The phase, as `snowflake_stats().registry_state` shows it.
+    /// [`Phase::name`].
     pub state: &'static str,
     /// The grant's end (ms since the epoch), once a claim succeeded.
     pub until_ms: Option<u64>,
@@ -184,14 +198,7 @@ pub fn claim_status() -> Option<ClaimStatus> {
     let until = state.until_ms();
     let quiet = phase == Phase::Held && !state.failing.load(Ordering::Acquire);
     Some(ClaimStatus {
-        state: match phase {
-            Phase::Starting => "starting",
-            Phase::Failed => "failed",
-            Phase::Waiting => "waiting",
-            Phase::Held => "held",
-            Phase::Lost => "lost",
-            Phase::Released => "released",
-        },
+        state: phase.name(),
         until_ms: (until > 0).then_some(until),
         message: (!quiet)
             .then(|| strip_sqlstate(&state.message()).to_string())
