@@ -24,6 +24,14 @@
 --     *when* a node id may pass on (liveness), never whether IDs repeat.
 --   * A release lowers `max_until_ms` to what the holder really issued
 --     (never below its floor), so a clean restart need not wait.
+--   * No grant ends past the registry's clock plus the fleet's
+--     `max_grant_ms` at the time it is given. So when the registry finds
+--     itself restored from a backup (its timeline or system identifier
+--     changed), or an operator says so (fence_after_restore()), every grant
+--     it may have lost ends before its clock plus `max_grant_ms`: that
+--     becomes every node id's floor (`fleets.fence_ms`), and every claim it
+--     knows ends (another server may have taken it over in the lost
+--     history), so their holders stop at their grants.
 -- Claims of one fleet are serialised by a row lock on the fleet, so
 -- servers started at the same moment get distinct ids.
 
@@ -48,9 +56,43 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.fleets (
     node_bits int NOT NULL CHECK (node_bits BETWEEN 0 AND 28),
     sequence_bits int NOT NULL CHECK (sequence_bits BETWEEN 0 AND 28),
     -- The longest grant ahead of the registry's clock (ms): bounds how far
-    -- a holder with a wrong clock can push a node id's floor.
+    -- a holder with a wrong clock can push a node id's floor, and how far
+    -- the fence after a restore lies ahead. At most an hour is used.
     max_grant_ms bigint NOT NULL DEFAULT 3600000 CHECK (max_grant_ms > 0),
     created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+-- The fence after a restore (ms since the epoch): every floor is at least
+-- this. (Columns added after the first release: ALTER for upgrades.)
+ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fence_ms bigint NOT NULL DEFAULT -1;
+ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fenced_at timestamptz;
+ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fenced_why text;
+
+-- The registry's own identity while its records are whole: a change (a
+-- restore from a backup or a snapshot with recovery, a failover, a
+-- pg_dump copy) means committed claims may be lost, and fences the fleet.
+CREATE TABLE IF NOT EXISTS snowflake_registry.incarnation (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    system_identifier numeric(20) NOT NULL,
+    timeline int NOT NULL,
+    since timestamptz NOT NULL,
+    -- The last fence, on the registry's clock (ms since 1970) plus an hour:
+    -- the floor of a fleet created after it (its lost history may have
+    -- existed before the restore).
+    fenced_until_unix_ms bigint NOT NULL DEFAULT -1,
+    -- What a new timeline with the same system identifier means: 'fence'
+    -- (a restore, or a failover that may have lost commits), or 'trust'
+    -- (failovers only to synchronous standbys, that lose nothing: then
+    -- restores need fence_after_restore() by hand).
+    on_new_timeline text NOT NULL DEFAULT 'fence' CHECK (on_new_timeline IN ('fence', 'trust'))
+);
+
+-- Every fence: when, why, and up to where (for the operator).
+CREATE TABLE IF NOT EXISTS snowflake_registry.fences (
+    fenced_at timestamptz NOT NULL,
+    fleet text NOT NULL REFERENCES snowflake_registry.fleets,
+    fence_ms bigint NOT NULL,
+    claims_ended int NOT NULL,
+    why text NOT NULL
 );
 
 -- Every claim ever made (also the history issue 25's "who issued this ID"
@@ -105,6 +147,113 @@ RETURNS bigint LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - p_epoch_unix_ms $$;
 
+-- This server's system identifier and timeline. Fails on a standby (the
+-- registry must be written), with a SQLSTATE the servers do not take for a
+-- lost claim.
+CREATE OR REPLACE FUNCTION snowflake_registry.identity(OUT system_identifier numeric, OUT timeline int)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'snowflake_registry: this server is a standby'
+            USING ERRCODE = '25006',
+                  HINT = 'Reach the registry''s primary (target_session_attrs=read-write).';
+    END IF;
+    SELECT c.system_identifier INTO system_identifier FROM pg_control_system() c;
+    -- The timeline WAL is written on now (the first 8 hex digits of the
+    -- current WAL file's name): a promotion or the end of a recovery from a
+    -- backup starts a new one.
+    timeline := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int;
+END
+$$;
+
+-- Fences every fleet: no grant this registry gave, including those a
+-- restore lost, ends past its clock plus the fleet's max_grant_ms; that
+-- becomes every node id's floor, and every claim it knows ends (their
+-- holders issue up to their grants, then refuse until restarted).
+CREATE OR REPLACE FUNCTION snowflake_registry.fence(p_why text)
+RETURNS TABLE (fleet text, fenced_until timestamptz, claims_ended int)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_registry.fleets;
+    new_fence bigint;
+    ended int;
+BEGIN
+    FOR f IN SELECT * FROM snowflake_registry.fleets ORDER BY fleets.fleet FOR UPDATE LOOP
+        new_fence := greatest(f.fence_ms, snowflake_registry.now_ms(f.epoch_unix_ms) + least(f.max_grant_ms, 3600000));
+        UPDATE snowflake_registry.fleets g SET fence_ms = new_fence, fenced_at = clock_timestamp(), fenced_why = p_why
+        WHERE g.fleet = f.fleet;
+        UPDATE snowflake_registry.grants g SET ended_at = clock_timestamp(), ended = 'fenced'
+        FROM snowflake_registry.node_ids n
+        WHERE n.fleet = f.fleet AND n.released_at IS NULL AND g.claim_id = n.claim_id;
+        UPDATE snowflake_registry.node_ids n SET released_at = clock_timestamp()
+        WHERE n.fleet = f.fleet AND n.released_at IS NULL;
+        GET DIAGNOSTICS ended = ROW_COUNT;
+        INSERT INTO snowflake_registry.fences VALUES (clock_timestamp(), f.fleet, new_fence, ended, p_why);
+        RAISE WARNING 'snowflake_registry: fleet "%" fenced: every floor is now at least %, % claims ended (%)',
+            f.fleet, to_timestamp((f.epoch_unix_ms + new_fence) / 1000.0), ended, p_why;
+        fleet := f.fleet;
+        fenced_until := to_timestamp((f.epoch_unix_ms + new_fence) / 1000.0);
+        claims_ended := ended;
+        RETURN NEXT;
+    END LOOP;
+    UPDATE snowflake_registry.incarnation SET fenced_until_unix_ms = greatest(fenced_until_unix_ms,
+        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + 3600000);
+END
+$$;
+
+-- Called first by claim, renew and release: fences the fleets once if the
+-- registry's identity changed since it was recorded.
+CREATE OR REPLACE FUNCTION snowflake_registry.check_incarnation()
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    me record;
+    inc snowflake_registry.incarnation;
+BEGIN
+    me := snowflake_registry.identity();
+    SELECT * INTO inc FROM snowflake_registry.incarnation;
+    IF FOUND AND (inc.system_identifier, inc.timeline) = (me.system_identifier, me.timeline) THEN
+        RETURN;
+    END IF;
+    -- Changed (or never recorded): once, under the row's lock.
+    INSERT INTO snowflake_registry.incarnation VALUES (true, me.system_identifier, me.timeline, clock_timestamp())
+    ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    SELECT * INTO STRICT inc FROM snowflake_registry.incarnation FOR UPDATE;
+    IF (inc.system_identifier, inc.timeline) = (me.system_identifier, me.timeline) THEN
+        RETURN;
+    END IF;
+    IF inc.system_identifier = me.system_identifier AND inc.on_new_timeline = 'trust' THEN
+        RAISE WARNING 'snowflake_registry: new timeline % (was %), trusted as a failover that lost nothing (on_new_timeline = trust): no fence',
+            me.timeline, inc.timeline;
+        UPDATE snowflake_registry.incarnation SET timeline = me.timeline, since = clock_timestamp();
+        RETURN;
+    END IF;
+    PERFORM snowflake_registry.fence(format(
+        'the registry''s system identifier and timeline changed from %s/%s to %s/%s: restored from a backup, failed over, or copied, so it may have lost claims',
+        inc.system_identifier, inc.timeline, me.system_identifier, me.timeline));
+    UPDATE snowflake_registry.incarnation SET system_identifier = me.system_identifier,
+        timeline = me.timeline, since = clock_timestamp();
+END
+$$;
+
+-- For operators, after a restore the registry cannot notice (a disk
+-- snapshot or a copy of its data directory started on the same timeline):
+-- fences every fleet as check_incarnation() does.
+CREATE OR REPLACE FUNCTION snowflake_registry.fence_after_restore(p_why text DEFAULT 'fenced by hand (fence_after_restore)')
+RETURNS TABLE (fleet text, fenced_until timestamptz, claims_ended int)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM snowflake_registry.fence(p_why) $$;
+
 -- A claim's holder, in words, for messages.
 CREATE OR REPLACE FUNCTION snowflake_registry.holder_text(n snowflake_registry.node_ids)
 RETURNS text LANGUAGE sql STABLE
@@ -154,8 +303,14 @@ BEGIN
         RAISE EXCEPTION 'snowflake_registry: invalid claim arguments'
             USING ERRCODE = '22023';
     END IF;
-    INSERT INTO snowflake_registry.fleets (fleet, epoch_unix_ms, node_bits, sequence_bits)
-    VALUES (p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits)
+    PERFORM snowflake_registry.check_incarnation();
+    -- A new fleet starts at the last fence, if any (a fleet of the same name
+    -- may have existed in a history a restore lost).
+    INSERT INTO snowflake_registry.fleets (fleet, epoch_unix_ms, node_bits, sequence_bits, fence_ms)
+    SELECT p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits,
+           coalesce((SELECT CASE WHEN i.fenced_until_unix_ms < 0 THEN -1
+                                 ELSE i.fenced_until_unix_ms - p_epoch_unix_ms END
+                     FROM snowflake_registry.incarnation i), -1)
     ON CONFLICT DO NOTHING;
     -- Serialises the claims of this fleet.
     SELECT * INTO STRICT f FROM snowflake_registry.fleets WHERE fleet = p_fleet FOR UPDATE;
@@ -230,12 +385,14 @@ BEGIN
 
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = chosen FOR UPDATE;
-    -- -1: never granted, any time is free.
-    new_floor := CASE WHEN FOUND THEN cur.max_until_ms ELSE -1 END;
+    -- -1: never granted, any time is free (unless fenced).
+    new_floor := greatest(CASE WHEN FOUND THEN cur.max_until_ms ELSE -1 END, f.fence_ms);
     -- The grant reaches p_grant_ms past the holder's present or the floor,
-    -- and never more than max_grant_ms past the registry's clock.
-    new_until := least(greatest(p_holder_now_ms, new_floor) + p_grant_ms,
-                       greatest(now_ms, new_floor) + f.max_grant_ms);
+    -- and never more than max_grant_ms past the registry's clock (the bound
+    -- the fence rests on): with a floor that far ahead, it starts empty
+    -- and renewals extend it as the registry's clock advances.
+    new_until := greatest(new_floor, least(greatest(p_holder_now_ms, new_floor) + p_grant_ms,
+                                           now_ms + least(f.max_grant_ms, 3600000)));
     IF FOUND AND cur.released_at IS NULL THEN
         UPDATE snowflake_registry.grants g SET ended_at = clock_timestamp(), ended = 'taken over'
         WHERE g.claim_id = cur.claim_id;
@@ -274,6 +431,7 @@ DECLARE
     cur snowflake_registry.node_ids;
     new_until bigint;
 BEGIN
+    PERFORM snowflake_registry.check_incarnation();
     SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
@@ -281,6 +439,9 @@ BEGIN
         RAISE EXCEPTION 'the claim on node id % of fleet "%" is lost: %', p_node_id, p_fleet,
             CASE WHEN NOT FOUND THEN 'the registry does not know it'
                  WHEN cur.claim_id <> p_claim_id THEN 'it was taken over by ' || snowflake_registry.holder_text(cur)
+                 WHEN cur.token <> p_token THEN 'the registry knows another claim with this number (it was restored from a backup)'
+                 WHEN f.fenced_at IS NOT NULL AND cur.released_at >= f.fenced_at AND cur.claimed_at < f.fenced_at
+                     THEN format('the registry ended every claim at %s: %s', f.fenced_at, f.fenced_why)
                  ELSE 'it was released' END
             USING ERRCODE = '55000',
                   HINT = 'This server issues IDs until its grant ends, then refuses; restart it to claim a node id again.';
@@ -289,7 +450,7 @@ BEGIN
     -- no one took the id, and the next floor counts the new grant.
     new_until := greatest(cur.until_ms,
                           least(greatest(p_holder_now_ms, cur.floor_ms) + p_grant_ms,
-                                greatest(snowflake_registry.now_ms(f.epoch_unix_ms), cur.floor_ms) + f.max_grant_ms));
+                                snowflake_registry.now_ms(f.epoch_unix_ms) + least(f.max_grant_ms, 3600000)));
     UPDATE snowflake_registry.node_ids n SET until_ms = new_until,
         max_until_ms = greatest(n.max_until_ms, new_until), renewed_at = clock_timestamp(),
         renew_every_ms = greatest(p_grant_ms / 6, 100)
@@ -313,6 +474,7 @@ DECLARE
     cur snowflake_registry.node_ids;
     issued bigint;
 BEGIN
+    PERFORM snowflake_registry.check_incarnation();
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
     IF NOT FOUND OR cur.claim_id <> p_claim_id OR cur.token <> p_token OR cur.released_at IS NOT NULL THEN
@@ -336,7 +498,7 @@ SELECT n.fleet, n.node_id, n.host, n.port, n.data_directory, n.system_identifier
             WHEN snowflake_registry.is_live(n, snowflake_registry.now_ms(f.epoch_unix_ms)) THEN 'held'
             ELSE 'stale' END AS state,
        to_timestamp((f.epoch_unix_ms + n.until_ms) / 1000.0) AS grant_until,
-       to_timestamp((f.epoch_unix_ms + n.max_until_ms) / 1000.0) AS next_floor,
+       to_timestamp((f.epoch_unix_ms + greatest(n.max_until_ms, f.fence_ms)) / 1000.0) AS next_floor,
        n.claimed_at, n.renewed_at, n.released_at
 FROM snowflake_registry.node_ids n JOIN snowflake_registry.fleets f USING (fleet);
 
@@ -387,6 +549,12 @@ BEGIN
       AND g.floor_ms < id_ms AND id_ms <= g.until_ms;
 END
 $$;
+
+-- Records the identity on a new registry (an upgraded one that was restored
+-- keeps the recorded one, and fences at its first claim or renewal).
+INSERT INTO snowflake_registry.incarnation
+SELECT true, i.system_identifier, i.timeline, clock_timestamp() FROM snowflake_registry.identity() i
+ON CONFLICT DO NOTHING;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_registry.claim(text, bigint, int, int, int, int, text, numeric, text, int, text, bigint, bigint),

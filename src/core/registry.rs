@@ -256,12 +256,16 @@ mod tests {
         renew_every: u64,
     }
 
-    /// The registry's rules (claim, renew, release), with its own clock.
+    /// The registry's rules (claim, renew, release, the fence after a
+    /// restore), with its own clock.
+    #[derive(Clone)]
     struct ModelRegistry {
         rows: HashMap<u64, Row>,
         next_claim: i64,
         nodes: u64,
         max_grant_ms: u64,
+        /// Every floor is at least this (the fence after a restore).
+        fence_ms: i64,
     }
 
     #[derive(Debug, PartialEq)]
@@ -312,9 +316,16 @@ mod tests {
                     pref.or(never).or(ended).ok_or(Refused::Full)?
                 }
             };
-            let floor = self.rows.get(&chosen).map_or(-1, |r| r.max_until_ms);
+            let floor = self
+                .rows
+                .get(&chosen)
+                .map_or(-1, |r| r.max_until_ms)
+                .max(self.fence_ms);
+            // Never past the registry's clock plus max_grant_ms: the bound
+            // the fence after a restore rests on.
             let until = (holder_now.max(floor) + grant_ms as i64)
-                .min(now.max(floor) + self.max_grant_ms as i64)
+                .min(now + self.max_grant_ms as i64)
+                .max(floor)
                 .max(0) as u64;
             self.next_claim += 1;
             let max_until = self
@@ -355,12 +366,22 @@ mod tests {
                 return Err(Refused::Lost);
             }
             let want = (holder_now.max(r.floor_ms) + grant_ms as i64)
-                .min(now.max(r.floor_ms) + max_grant)
+                .min(now + max_grant)
                 .max(0) as u64;
             r.until_ms = r.until_ms.max(want);
             r.max_until_ms = r.max_until_ms.max(r.until_ms as i64);
             r.renewed_at = now;
             Ok(r.until_ms)
+        }
+
+        /// A restored registry: no grant it lost ends past its clock plus
+        /// max_grant_ms, so every later floor starts there, and every claim
+        /// it still knows ends (a lost history may have passed it on).
+        fn fence(&mut self, now: i64) {
+            self.fence_ms = self.fence_ms.max(now + self.max_grant_ms as i64);
+            for r in self.rows.values_mut() {
+                r.released = true;
+            }
         }
 
         fn release(&mut self, g: &Grant, issued_until: u64) {
@@ -403,6 +424,10 @@ mod tests {
         /// that looks the same (its identity and preferred id).
         Copy(u8),
         RegistryDown(bool),
+        /// A backup of the registry is taken.
+        Backup,
+        /// The registry is restored from the last backup (if any).
+        Restore,
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -417,6 +442,8 @@ mod tests {
             1 => any::<u8>().prop_map(Step::Stop),
             1 => any::<u8>().prop_map(Step::Copy),
             1 => any::<bool>().prop_map(Step::RegistryDown),
+            1 => Just(Step::Backup),
+            1 => Just(Step::Restore),
         ]
     }
 
@@ -424,13 +451,17 @@ mod tests {
     /// `(node id, millisecond)` with the server lifetime that issued it.
     /// Each issue takes a whole millisecond, so two lifetimes issuing the
     /// same pair is the duplicate the registry must make impossible.
-    fn run(steps: &[Step], skews: &[i64], fixed: bool, grant_ms: u64) -> Result<(), String> {
-        let mut reg = ModelRegistry {
-            rows: HashMap::new(),
-            next_claim: 0,
-            nodes: 4,
-            max_grant_ms: 3_600_000,
-        };
+    /// `fence`: whether a restored registry fences (false: the guard
+    /// removed, to see the properties fail without it).
+    fn run(
+        steps: &[Step],
+        skews: &[i64],
+        fixed: bool,
+        grant_ms: u64,
+        fence: bool,
+    ) -> Result<(), String> {
+        let mut reg = model_registry();
+        let mut backup: Option<ModelRegistry> = None;
         let mut now: i64 = 1_000_000;
         let mut registry_up = true;
         let mut servers: Vec<Server> = skews
@@ -455,6 +486,20 @@ mod tests {
             match s {
                 Step::Tick(ms) => now += *ms as i64,
                 Step::RegistryDown(down) => registry_up = !down,
+                Step::Backup => backup = Some(reg.clone()),
+                Step::Restore => {
+                    if let Some(b) = &backup {
+                        // Claim ids are not restored in effect: each claim
+                        // has a fresh random token the restore cannot bring
+                        // back.
+                        let next_claim = reg.next_claim;
+                        reg = b.clone();
+                        reg.next_claim = next_claim;
+                        if fence {
+                            reg.fence(now);
+                        }
+                    }
+                }
                 Step::Start(i) => {
                     let s = &mut servers[pick(i)];
                     if s.grant.is_none() && !s.paused && registry_up {
@@ -564,8 +609,9 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(400))]
 
         /// Whatever the clocks (skewed by up to a minute either way),
-        /// pauses, crashes, copies and registry outages: no node id and
-        /// millisecond is issued by two server lifetimes.
+        /// pauses, crashes, copies, registry outages and restores of the
+        /// registry from a backup: no node id and millisecond is issued by
+        /// two server lifetimes.
         #[test]
         fn no_two_lifetimes_issue_the_same_id(
             steps in prop::collection::vec(step(), 1..400),
@@ -573,7 +619,7 @@ mod tests {
             fixed in any::<bool>(),
             grant_ms in prop::sample::select(vec![600u64, 5_000, 30_000]),
         ) {
-            run(&steps, &skews, fixed, grant_ms).map_err(TestCaseError::fail)?;
+            run(&steps, &skews, fixed, grant_ms, true).map_err(TestCaseError::fail)?;
         }
     }
 
@@ -604,14 +650,9 @@ mod tests {
                 s => s,
             })
             .collect();
-        run(&steps, &[0, 0, 0, 0, 0], true, 600).unwrap();
+        run(&steps, &[0, 0, 0, 0, 0], true, 600, true).unwrap();
         // The same in the registry's terms: 1 takes over 0's stale claim.
-        let mut reg = ModelRegistry {
-            rows: HashMap::new(),
-            next_claim: 0,
-            nodes: 4,
-            max_grant_ms: 3_600_000,
-        };
+        let mut reg = model_registry();
         let a = reg.claim(0, 0, 0, Some(0), None, 0, 600).unwrap();
         assert_eq!(
             reg.claim(10, 1, 1, Some(0), None, 10, 600),
@@ -633,5 +674,57 @@ mod tests {
         reg.release(&b, 2_100);
         let c = reg.claim(2_200, 21, 21, None, None, 2_200, 600).unwrap();
         assert_eq!((c.node_id, c.floor_ms), (0, 2_100));
+    }
+
+    fn model_registry() -> ModelRegistry {
+        ModelRegistry {
+            rows: HashMap::new(),
+            next_claim: 0,
+            nodes: 4,
+            max_grant_ms: 3_600_000,
+            fence_ms: -1,
+        }
+    }
+
+    /// A registry restored from a backup taken before a claim: without the
+    /// fence the claim's node id is free again, and its next holder issues
+    /// the IDs the lost claim's holder issued; with it, above them.
+    #[test]
+    fn restored_registry_fences_every_node_id() {
+        let steps = [
+            Step::Backup,
+            Step::Start(0),
+            Step::Issue(0),
+            Step::Issue(0),
+            Step::Crash(0),
+            Step::Restore,
+            Step::Start(1),
+            Step::Issue(1),
+            Step::Issue(1),
+        ];
+        // Both auto: 1 gets node 0, which the restored registry never saw.
+        let skews = [10_000, 10_000];
+        assert!(run(&steps, &skews, false, 5_000, true).is_ok());
+        let without = run(&steps, &skews, false, 5_000, false);
+        assert!(
+            without
+                .as_ref()
+                .is_err_and(|e| e.contains("issued by lifetimes")),
+            "{without:?}"
+        );
+        // A live holder whose claim the backup knew: its renewal is refused
+        // after the restore (another server may have taken the id over in
+        // the history the restore lost).
+        let mut reg = model_registry();
+        let a = reg.claim(0, 0, 0, Some(1), None, 0, 600).unwrap();
+        let backup = reg.clone();
+        let b = reg.claim(2_000, 1, 1, Some(1), None, 2_000, 600).unwrap();
+        assert!(b.floor_ms >= a.until_ms as i64);
+        reg = backup;
+        reg.fence(2_100);
+        assert_eq!(reg.renew(2_100, &a, 2_100, 600), Err(Refused::Lost));
+        let c = reg.claim(2_100, 2, 2, Some(1), None, 2_100, 600).unwrap();
+        assert!(c.floor_ms >= b.until_ms as i64);
+        assert!(c.until_ms as i64 >= c.floor_ms);
     }
 }

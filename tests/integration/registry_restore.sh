@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# A registry restored from an older backup (docs/registry.md, "A registry
+# restored from a backup"). The restored registry has lost the claims and
+# renewals made after the backup: without a fence, a node id claimed only
+# in the lost history is "never claimed" again, and its next holder starts
+# with no floor, issuing the IDs the lost claim's holder issued.
+#
+#   1. Restored with recovery (pg_basebackup, then archive recovery to the
+#      end of its WAL: a new timeline), noticed by the registry itself:
+#      - a server `a` claimed node id 2 after the backup, issued a batch
+#        that runs 12 s ahead of the clock (the fleet has sequence_bits = 1,
+#        two IDs a millisecond, and `a` a long grant), and crashed (no
+#        release);
+#      - after the restore, server `c`, whose clock is inside `a`'s range of
+#        ID times, claims from the pool and gets node id 2 again, but with
+#        the fence as its floor (the registry's clock at the restore plus the
+#        fleet's max_grant_ms): it waits, then issues above all of `a`'s IDs;
+#      - server `b`, which held node id 1 since before the backup and kept
+#        running, is told its claim is lost (the registry cannot know who
+#        held node id 1 in the lost history): it issues up to its grant,
+#        then refuses (registry_lost, the message naming the fence);
+#      - the registry records the fence (`fences`) and its new timeline.
+#   2. Restored from a copy of its stopped data directory (same timeline,
+#      same system identifier: nothing to notice): the operator runs
+#      fence_after_restore(), and the next holder of a node id claimed in
+#      the lost history (by `d`, which ran ahead and crashed) starts above
+#      it.
+#   3. With `on_new_timeline = 'trust'` (a registry that fails over only to
+#      synchronous standbys), a new timeline is recorded and fences nothing:
+#      a holder keeps its claim and issues on.
+# Every ID is recorded; each case ends with the check that none was issued
+# twice. Seen failing (SF_REGISTRY_SQL, a changed registry script): without
+# `PERFORM snowflake_registry.check_incarnation()` case 1 fails with IDs
+# issued twice; with a fence_after_restore() that does nothing, case 2.
+#   flock /tmp/snowflake_id.pg.lock bash tests/integration/registry_restore.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=registry_lib.bash
+. "$(dirname "$0")/registry_lib.bash"
+
+MAX_GRANT_MS=20000
+# Two IDs a millisecond, so a batch runs far ahead of the clock.
+FLEET=("snowflake_id.sequence_bits = 1")
+# A server that runs ahead: a grant and a drift limit that allow it.
+AHEAD=("snowflake_id.registry_grant = '15s'" "snowflake_id.max_clock_drift = '60s'")
+REG_DIR=$(cluster_dir reg)
+
+# writer NAME MS: inserts (recorded) on NAME for MS milliseconds, at about
+# the pace of the clock.
+writer() {
+  local name=$1 end=$(( $(now_ms) + $2 ))
+  while [ "$(now_ms)" -lt "$end" ]; do
+    issue "$name" 100 2>> "$SF_WORK/w.$name.err" || true
+    sleep 0.1
+  done
+}
+# id_ms ID: the ID's time field (ms since the epoch; 10 node bits, 1
+# sequence bit).
+id_ms() { echo $(( $1 >> 11 )); }
+registry_admin() { sql_value reg "$1"; }
+wait_primary() {
+  for _ in $(seq 1 300); do
+    [ "$(sql_value reg "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && return 0
+    sleep 0.1
+  done
+  fail "the restored registry did not end its recovery within 30 s: $(tail -5 "$(cluster_log reg)")"
+}
+
+# --- before the backup: the fleet exists, node id 0 released, 1 held by b
+node_init z "${FLEET[@]}"
+cluster_start z
+make_table z
+issue z 100
+cluster_stop z
+registry_admin "UPDATE snowflake_registry.fleets SET max_grant_ms = $MAX_GRANT_MS" >/dev/null
+node_init b "${FLEET[@]}"
+cluster_start b
+make_table b
+issue b 1000
+[ "$(node_of b)" = 1 ] || fail "b has node id $(node_of b), expected 1"
+timeline_before=$(registry_admin "SELECT timeline FROM snowflake_registry.incarnation")
+
+(cd / && as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$(cluster_port reg)" -U postgres \
+  -D "$SF_WORK/reg.backup" -X stream -c fast --no-sync)
+pass "registry backed up (timeline $timeline_before); node ids 0 (released) and 1 (b) claimed"
+
+# --- after the backup: a claims node id 2, issues 12 s ahead, crashes
+node_init a "${FLEET[@]}" "${AHEAD[@]}"
+cluster_start a
+make_table a
+[ "$(node_of a)" = 2 ] || fail "a has node id $(node_of a), expected 2"
+writer b 2000 &
+wb=$!
+issue a 24000
+wait "$wb"
+a_first=$(sql_value a "SELECT min(id) FROM t")
+a_last=$(sql_value a "SELECT max(id) FROM t")
+a_count=$(sql_value a "SELECT count(*) FROM t")
+cluster_kill9 a
+pass "a issued $a_count IDs under node id 2 (ID times $(id_ms "$a_first") .. $(id_ms "$a_last")), then crashed"
+
+# --- 1. the registry restored from the backup, with recovery: a new timeline
+cluster_stop reg
+mv "$REG_DIR" "$SF_WORK/reg.lost"
+cp -a "$SF_WORK/reg.backup" "$REG_DIR"
+as_pg touch "$REG_DIR/recovery.signal"
+# No archive: replay the backup's own WAL, then a new timeline.
+cluster_conf reg "restore_command = 'false'"
+cluster_start reg || fail "the restored registry did not start: $(tail -5 "$(cluster_log reg)")"
+wait_primary
+[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.node_ids WHERE node_id = 2")" = 0 ] ||
+  fail "the restored registry knows node id 2: the backup was not older than a's claim"
+
+# c's clock is inside a's range of ID times (a ran 12 s ahead): without the
+# fence its IDs would be a's.
+node_init c "${FLEET[@]}"
+cluster_start c
+make_table c
+[ "$(( $(now_ms) - $(sql_value b "SELECT (extract(epoch FROM snowflake_timestamp($a_last)) * 1000)::bigint") ))" -lt 0 ] ||
+  fail "the restore took longer than a's lead: c's clock is past a's IDs, the test shows nothing"
+wait_issuing c 40
+writer c 3000
+no_duplicates "after the restore"
+fence_ms=$(registry_admin "SELECT fence_ms FROM snowflake_registry.fleets")
+[ "$fence_ms" -gt "$(id_ms "$a_last")" ] ||
+  fail "the fence $fence_ms is not above a's last ID time $(id_ms "$a_last")"
+[ "$(node_of c)" = 2 ] || fail "c has node id $(node_of c), expected a's 2 (the lowest the restored registry never saw)"
+c_first=$(sql_value c "SELECT min(id) FROM t")
+[ "$c_first" -gt "$a_last" ] || fail "c's first ID $c_first is not above a's last $a_last"
+why=$(registry_admin "SELECT why FROM snowflake_registry.fences")
+echo "$why" | grep -q "timeline changed\|timeline.*changed\|changed from" || fail "the fence does not say why: $why"
+[ "$(registry_admin "SELECT timeline FROM snowflake_registry.incarnation")" -gt "$timeline_before" ] ||
+  fail "the registry did not record its new timeline"
+pass "restored registry fenced at ID time $fence_ms (a's last: $(id_ms "$a_last")): c took node id 2 above a's IDs; fence: $why"
+
+# b's claim (made before the backup) ended with the fence: it issues up to
+# its grant, then refuses.
+for _ in $(seq 1 100); do
+  [ "$(sql_value b "SELECT registry_state FROM snowflake_stats()")" = lost ] && break
+  sleep 0.1
+done
+[ "$(sql_value b "SELECT registry_state FROM snowflake_stats()")" = lost ] ||
+  fail "b's claim is not lost after the restore: $(sql_value b "SELECT registry_state, registry_message FROM snowflake_stats()")"
+sql_value b "SELECT registry_message FROM snowflake_stats()" | grep -q "ended every claim" ||
+  fail "b's message does not name the fence: $(sql_value b "SELECT registry_message FROM snowflake_stats()")"
+for _ in $(seq 1 100); do
+  issue b 100 2>/dev/null || break
+  sleep 0.1
+done
+expect_refusal b "SELECT snowflake_next()" 55000 "" "b after its grant, with its claim ended by the fence"
+[ "$(sql_value b "SELECT issuing_held FROM snowflake_stats()")" = registry_lost ] || fail "b is not held as registry_lost"
+no_duplicates "b stopped"
+pass "b, holder since before the backup: claim lost at its next renewal, refused after its grant (registry_lost)"
+cluster_stop c
+
+# --- 2. a restore the registry cannot notice: a copy of its stopped data directory
+cluster_stop reg
+rm -rf "$SF_WORK/reg.snapshot"
+cp -a "$REG_DIR" "$SF_WORK/reg.snapshot"
+cluster_start reg
+wait_primary
+node_init d "${FLEET[@]}" "${AHEAD[@]}"
+cluster_start d
+make_table d
+issue d 20000
+d_node=$(node_of d)
+d_last=$(sql_value d "SELECT max(id) FROM t")
+cluster_kill9 d
+cluster_stop reg
+rm -rf "$REG_DIR"
+cp -a "$SF_WORK/reg.snapshot" "$REG_DIR"
+cluster_start reg
+fences_before=$(registry_admin "SELECT count(*) FROM snowflake_registry.fences")
+registry_admin "SELECT * FROM snowflake_registry.fence_after_restore()" >/dev/null
+node_init e "${FLEET[@]}"
+cluster_start e
+make_table e
+wait_issuing e 40
+writer e 2000
+no_duplicates "after fence_after_restore()"
+[ "$(node_of e)" = "$d_node" ] || fail "e has node id $(node_of e), expected d's $d_node"
+e_first=$(sql_value e "SELECT min(id) FROM t")
+fence2=$(registry_admin "SELECT fence_ms FROM snowflake_registry.fleets")
+{ [ "$(id_ms "$e_first")" -gt "$fence2" ] && [ "$e_first" -gt "$d_last" ]; } ||
+  fail "e's first ID $e_first (time $(id_ms "$e_first")) is not above the fence $fence2 and d's last ID $d_last"
+[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.fences")" -gt "$fences_before" ] ||
+  fail "fence_after_restore() recorded no fence"
+pass "restored from a copy of its data directory and fenced by hand: e took d's node id $d_node above the fence"
+
+# --- 3. on_new_timeline = 'trust': a new timeline (here: recovery of the
+# registry's own WAL, as after a failover) fences nothing
+registry_admin "UPDATE snowflake_registry.incarnation SET on_new_timeline = 'trust'" >/dev/null
+fences_before=$(registry_admin "SELECT count(*) FROM snowflake_registry.fences")
+timeline_before=$(registry_admin "SELECT timeline FROM snowflake_registry.incarnation")
+cluster_stop reg
+as_pg touch "$REG_DIR/recovery.signal"
+cluster_start reg
+wait_primary
+writer e 3000
+[ "$(sql_value e "SELECT registry_state FROM snowflake_stats()")" = held ] ||
+  fail "e's claim did not survive a trusted new timeline: $(sql_value e "SELECT registry_state, registry_message FROM snowflake_stats()")"
+[ ! -s "$SF_WORK/w.e.err" ] || fail "e stopped issuing across a trusted new timeline: $(tail -2 "$SF_WORK/w.e.err")"
+{ [ "$(registry_admin "SELECT timeline FROM snowflake_registry.incarnation")" -gt "$timeline_before" ] &&
+  [ "$(registry_admin "SELECT count(*) FROM snowflake_registry.fences")" = "$fences_before" ]; } ||
+  fail "with on_new_timeline = trust the registry fenced, or did not record its new timeline"
+no_duplicates "after a trusted new timeline"
+pass "on_new_timeline = trust: a new timeline of the registry is recorded, not fenced; e kept its claim"
