@@ -113,7 +113,13 @@ pub fn hold(config: &Config, shared: &Shared) -> Option<(&'static str, String)> 
         return Some((shared.blocked().reason(), error.text()));
     }
     if registry::enabled() {
-        return registry::hold(config);
+        // A standby claims its node id at promotion: until then, no claim
+        // is what it should have.
+        return if in_recovery() {
+            None
+        } else {
+            registry::hold(config)
+        };
     }
     config.node_id.is_none().then(|| {
         (

@@ -45,6 +45,9 @@ make_table p1
 issue p1 2000
 cluster_basebackup s1 "$(free_port)" p1
 cluster_start s1
+# A standby claims nothing until promoted, and that is no hold.
+[ "$(sql_value s1 "SELECT registry_state || ' ' || coalesce(issuing_held, 'none') FROM snowflake_stats()")" = "starting none" ] ||
+  fail "the standby's claim: $(sql_value s1 "SELECT registry_state, issuing_held FROM snowflake_stats()")"
 issue p1 1000
 wait_for_replay s1 p1
 P1_NODE=$(node_of p1)
