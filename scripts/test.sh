@@ -53,9 +53,9 @@ VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_
 # conversion.
 declare -A ONE_VERSION_TESTS=(
   [17]="logical_two_writers registry"
-  [18]="citus startup_refusal")
+  [18]="citus citus_registry startup_refusal")
 # Of those, the ones 15 cannot run.
-NOT_ON_15="citus logical_two_writers"
+NOT_ON_15="citus citus_registry logical_two_writers"
 
 # pg_upgrade needs a new server at least as recent, in release date, as the
 # old one: Debian 12's 15.20 (November 2026) stores a column option
