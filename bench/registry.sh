@@ -35,7 +35,8 @@ done
 cluster_init reg "$(free_port)" "max_connections = 200"
 as_pg sed -i "/^shared_preload_libraries = 'snowflake_id'$/d" "$(cluster_dir reg)/postgresql.conf"
 cluster_start reg
-psql_on reg -f "$ROOT/registry/snowflake_registry.sql" >/dev/null
+# (SF_REGISTRY_SQL: another registry script, to compare two versions.)
+psql_on reg -f "${SF_REGISTRY_SQL:-$ROOT/registry/snowflake_registry.sql}" >/dev/null
 EPOCH=1735689600000   # 2025-01-01, the default epoch
 GRANT=30000
 psql_on reg <<SQL >/dev/null
