@@ -4,6 +4,8 @@
 # commit on: every claim and renewal is a durable commit, as deployed).
 #
 #   bash bench/registry.sh [--servers N] [--seconds S] [--clients C]
+#   (SF_REGISTRY_SQL=FILE: another registry script, e.g. an older one to
+#   compare with, alternating runs)
 #
 #   1. a fleet of N servers starting at once: N claims from the pool, by C
 #      clients at a time (each claim locks the fleet's row: claims of one
