@@ -61,6 +61,17 @@ _pg_as_root() {
 
 _pg_log() { echo "postgres.sh: $*" >&2; }
 
+# _pg_cache_dir: creates $SF_PG_CACHE and opens it to the postgres user,
+# who runs the servers from it (`mktemp -d` makes a folder only root may
+# enter: initdb then fails with "Permission denied").
+_pg_cache_dir() {
+  _pg_as_root mkdir -p "$SF_PG_CACHE" && _pg_as_root chmod a+rx "$SF_PG_CACHE" || return 1
+  if id postgres >/dev/null 2>&1 && ! _pg_as_root sudo -u postgres test -x "$SF_PG_CACHE"; then
+    _pg_log "the postgres user cannot enter $SF_PG_CACHE (a folder above it is closed to it): choose an SF_PG_CACHE it can reach"
+    return 1
+  fi
+}
+
 # shellcheck source=sources.sh
 . "$(dirname "${BASH_SOURCE[0]}")/sources.sh"
 
@@ -214,7 +225,7 @@ install_postgres() {
   local major=$1
   if [ -z "$(pg_config_for "$major")" ]; then
     [ "$major" != 15 ] || { _pg_log "PostgreSQL 15 comes from Debian's packages: run scripts/setup.sh"; return 1; }
-    _pg_as_root mkdir -p "$SF_PG_CACHE"
+    _pg_cache_dir || return 1
     (
       # One install at a time; the one that waited finds the version there.
       exec 9>"$SF_PG_CACHE/.lock" && flock 9 || exit 1
@@ -279,7 +290,7 @@ install_citus() {
   citus_installed "$config" && return 0
   tarball=$(fetch_source citus) || { _pg_log "citus-$CITUS_VERSION.tar.xz not found (or set SF_CITUS_SRC to its folder)"; return 1; }
   apt_ensure libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev xz-utils make gcc || return 1
-  _pg_as_root mkdir -p "$SF_PG_CACHE"
+  _pg_cache_dir || return 1
   (
     # One build at a time (like install_postgres); the one that waited
     # finds it installed.
