@@ -111,7 +111,7 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.grants (
     claimed_at timestamptz NOT NULL,
     renewed_at timestamptz NOT NULL,
     ended_at timestamptz,
-    -- released | taken over
+    -- released | taken over | fenced (after a restore of the registry)
     ended text
 );
 CREATE INDEX IF NOT EXISTS grants_node ON snowflake_registry.grants (fleet, node_id, claim_id);
@@ -172,7 +172,8 @@ $$;
 -- restore lost, ends past its clock plus the fleet's max_grant_ms; that
 -- becomes every node id's floor, and every claim it knows ends (their
 -- holders issue up to their grants, then refuse until restarted).
-CREATE OR REPLACE FUNCTION snowflake_registry.fence(p_why text)
+DROP FUNCTION IF EXISTS snowflake_registry.fence(text);
+CREATE OR REPLACE FUNCTION snowflake_registry.fence(p_why text, p_longest_grant_ms bigint DEFAULT NULL)
 RETURNS TABLE (fleet text, fenced_until timestamptz, claims_ended int)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -183,14 +184,17 @@ DECLARE
     ended int;
 BEGIN
     FOR f IN SELECT * FROM snowflake_registry.fleets ORDER BY fleets.fleet FOR UPDATE LOOP
-        new_fence := greatest(f.fence_ms, snowflake_registry.now_ms(f.epoch_unix_ms) + least(f.max_grant_ms, 3600000));
+        new_fence := greatest(f.fence_ms, snowflake_registry.now_ms(f.epoch_unix_ms)
+                              + coalesce(p_longest_grant_ms, least(f.max_grant_ms, 3600000)));
         UPDATE snowflake_registry.fleets g SET fence_ms = new_fence, fenced_at = clock_timestamp(), fenced_why = p_why
         WHERE g.fleet = f.fleet;
+        -- node_ids, then grants: the order renew and release lock them in.
+        WITH e AS (
+            UPDATE snowflake_registry.node_ids n SET released_at = clock_timestamp()
+            WHERE n.fleet = f.fleet AND n.released_at IS NULL
+            RETURNING n.claim_id)
         UPDATE snowflake_registry.grants g SET ended_at = clock_timestamp(), ended = 'fenced'
-        FROM snowflake_registry.node_ids n
-        WHERE n.fleet = f.fleet AND n.released_at IS NULL AND g.claim_id = n.claim_id;
-        UPDATE snowflake_registry.node_ids n SET released_at = clock_timestamp()
-        WHERE n.fleet = f.fleet AND n.released_at IS NULL;
+        FROM e WHERE g.claim_id = e.claim_id;
         GET DIAGNOSTICS ended = ROW_COUNT;
         INSERT INTO snowflake_registry.fences VALUES (clock_timestamp(), f.fleet, new_fence, ended, p_why);
         RAISE WARNING 'snowflake_registry: fleet "%" fenced: every floor is now at least %, % claims ended (%)',
@@ -206,9 +210,11 @@ END
 $$;
 
 -- Called first by claim, renew and release: fences the fleets once if the
--- registry's identity changed since it was recorded.
-CREATE OR REPLACE FUNCTION snowflake_registry.check_incarnation()
-RETURNS void
+-- registry's identity changed since it was recorded. True if this call
+-- fenced (its transaction must commit, or the fence is undone).
+DROP FUNCTION IF EXISTS snowflake_registry.check_incarnation();
+CREATE FUNCTION snowflake_registry.check_incarnation()
+RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -219,40 +225,47 @@ BEGIN
     me := snowflake_registry.identity();
     SELECT * INTO inc FROM snowflake_registry.incarnation;
     IF FOUND AND (inc.system_identifier, inc.timeline) = (me.system_identifier, me.timeline) THEN
-        RETURN;
+        RETURN false;
     END IF;
-    -- Changed (or never recorded): once, under the row's lock.
-    INSERT INTO snowflake_registry.incarnation VALUES (true, me.system_identifier, me.timeline, clock_timestamp())
+    -- Changed (or never recorded: a new registry): once, under the row's
+    -- lock.
+    INSERT INTO snowflake_registry.incarnation (only_row, system_identifier, timeline, since)
+    VALUES (true, me.system_identifier, me.timeline, clock_timestamp())
     ON CONFLICT DO NOTHING;
     IF FOUND THEN
-        RETURN;
+        RETURN false;
     END IF;
     SELECT * INTO STRICT inc FROM snowflake_registry.incarnation FOR UPDATE;
     IF (inc.system_identifier, inc.timeline) = (me.system_identifier, me.timeline) THEN
-        RETURN;
+        RETURN false;
     END IF;
     IF inc.system_identifier = me.system_identifier AND inc.on_new_timeline = 'trust' THEN
         RAISE WARNING 'snowflake_registry: new timeline % (was %), trusted as a failover that lost nothing (on_new_timeline = trust): no fence',
             me.timeline, inc.timeline;
         UPDATE snowflake_registry.incarnation SET timeline = me.timeline, since = clock_timestamp();
-        RETURN;
+        RETURN false;
     END IF;
     PERFORM snowflake_registry.fence(format(
         'the registry''s system identifier and timeline changed from %s/%s to %s/%s: restored from a backup, failed over, or copied, so it may have lost claims',
         inc.system_identifier, inc.timeline, me.system_identifier, me.timeline));
     UPDATE snowflake_registry.incarnation SET system_identifier = me.system_identifier,
         timeline = me.timeline, since = clock_timestamp();
+    RETURN true;
 END
 $$;
 
 -- For operators, after a restore the registry cannot notice (a disk
--- snapshot or a copy of its data directory started on the same timeline):
--- fences every fleet as check_incarnation() does.
-CREATE OR REPLACE FUNCTION snowflake_registry.fence_after_restore(p_why text DEFAULT 'fenced by hand (fence_after_restore)')
+-- snapshot, a copy of its data directory, a base backup started without
+-- recovery.signal: the same timeline): fences every fleet as
+-- check_incarnation() does. p_longest_grant_ms: the fence's reach when
+-- max_grant_ms was raised after the backup (the restored value is older).
+DROP FUNCTION IF EXISTS snowflake_registry.fence_after_restore(text);
+CREATE OR REPLACE FUNCTION snowflake_registry.fence_after_restore(
+    p_longest_grant_ms bigint DEFAULT NULL, p_why text DEFAULT 'fenced by hand (fence_after_restore)')
 RETURNS TABLE (fleet text, fenced_until timestamptz, claims_ended int)
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM snowflake_registry.fence(p_why) $$;
+AS $$ SELECT * FROM snowflake_registry.fence(p_why, p_longest_grant_ms) $$;
 
 -- A claim's holder, in words, for messages.
 CREATE OR REPLACE FUNCTION snowflake_registry.holder_text(n snowflake_registry.node_ids)
@@ -431,7 +444,13 @@ DECLARE
     cur snowflake_registry.node_ids;
     new_until bigint;
 BEGIN
-    PERFORM snowflake_registry.check_incarnation();
+    IF snowflake_registry.check_incarnation() THEN
+        -- This call fenced, and ended the caller's claim: answer without
+        -- an extension (0 raises nothing) so that the fence commits; an
+        -- error would roll it back. The next renewal is told the claim is
+        -- lost.
+        RETURN 0;
+    END IF;
     SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
@@ -493,7 +512,9 @@ $$;
 -- For operators: every node id's holder and grant.
 CREATE OR REPLACE VIEW snowflake_registry.holders AS
 SELECT n.fleet, n.node_id, n.host, n.port, n.data_directory, n.system_identifier,
-       CASE WHEN n.released_at IS NOT NULL THEN 'released'
+       CASE WHEN n.released_at IS NOT NULL AND EXISTS (SELECT FROM snowflake_registry.grants g
+                                                      WHERE g.claim_id = n.claim_id AND g.ended = 'fenced') THEN 'fenced'
+            WHEN n.released_at IS NOT NULL THEN 'released'
             WHEN n.until_ms < snowflake_registry.now_ms(f.epoch_unix_ms) THEN 'expired'
             WHEN snowflake_registry.is_live(n, snowflake_registry.now_ms(f.epoch_unix_ms)) THEN 'held'
             ELSE 'stale' END AS state,
@@ -550,10 +571,12 @@ BEGIN
 END
 $$;
 
--- Records the identity on a new registry (an upgraded one that was restored
--- keeps the recorded one, and fences at its first claim or renewal).
-INSERT INTO snowflake_registry.incarnation
+-- An upgraded registry (it has fleets, and no identity recorded yet)
+-- records its identity now; a new one at its first claim, so that data
+-- loaded into it later (a pg_dump) brings its own identity and fences.
+INSERT INTO snowflake_registry.incarnation (only_row, system_identifier, timeline, since)
 SELECT true, i.system_identifier, i.timeline, clock_timestamp() FROM snowflake_registry.identity() i
+WHERE EXISTS (SELECT FROM snowflake_registry.fleets)
 ON CONFLICT DO NOTHING;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;

@@ -75,7 +75,7 @@ ROUND_S=3
 coord_port=$(free_port)
 REGISTRY="host=127.0.0.1 port=$coord_port dbname=registry user=fleet_node"
 NODE_CONF=("shared_preload_libraries = 'citus,snowflake_id'"
-  "snowflake_id.registry = '$REGISTRY'" "snowflake_id.registry_grant = '3s'"
+  "snowflake_id.registry = '$REGISTRY'" "snowflake_id.registry_grant = '10s'"
   "max_connections = 200" "${SHARD_CONF[@]}")
 
 # claimed_node NAME: NAME's claimed node id, waiting (at most 30 s) until it

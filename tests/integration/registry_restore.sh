@@ -97,6 +97,8 @@ a_first=$(sql_value a "SELECT min(id) FROM t")
 a_last=$(sql_value a "SELECT max(id) FROM t")
 a_count=$(sql_value a "SELECT count(*) FROM t")
 cluster_kill9 a
+# (c made now: the restore must end within a's lead.)
+node_init c "${FLEET[@]}"
 pass "a issued $a_count IDs under node id 2 (ID times $(id_ms "$a_first") .. $(id_ms "$a_last")), then crashed"
 
 # --- 1. the registry restored from the backup, with recovery: a new timeline
@@ -113,7 +115,6 @@ wait_primary
 
 # c's clock is inside a's range of ID times (a ran 12 s ahead): without the
 # fence its IDs would be a's.
-node_init c "${FLEET[@]}"
 cluster_start c
 make_table c
 [ "$(( $(now_ms) - $(sql_value b "SELECT (extract(epoch FROM snowflake_timestamp($a_last)) * 1000)::bigint") ))" -lt 0 ] ||
@@ -149,6 +150,8 @@ for _ in $(seq 1 100); do
 done
 expect_refusal b "SELECT snowflake_next()" 55000 "" "b after its grant, with its claim ended by the fence"
 [ "$(sql_value b "SELECT issuing_held FROM snowflake_stats()")" = registry_lost ] || fail "b is not held as registry_lost"
+[ "$(registry_admin "SELECT state FROM snowflake_registry.holders WHERE node_id = 1")" = fenced ] ||
+  fail "the registry does not show b's claim as fenced: $(registry_admin "SELECT state FROM snowflake_registry.holders WHERE node_id = 1")"
 no_duplicates "b stopped"
 pass "b, holder since before the backup: claim lost at its next renewal, refused after its grant (registry_lost)"
 cluster_stop c
@@ -166,14 +169,17 @@ issue d 20000
 d_node=$(node_of d)
 d_last=$(sql_value d "SELECT max(id) FROM t")
 cluster_kill9 d
+node_init e "${FLEET[@]}"
 cluster_stop reg
 rm -rf "$REG_DIR"
 cp -a "$SF_WORK/reg.snapshot" "$REG_DIR"
 cluster_start reg
 fences_before=$(registry_admin "SELECT count(*) FROM snowflake_registry.fences")
 registry_admin "SELECT * FROM snowflake_registry.fence_after_restore()" >/dev/null
-node_init e "${FLEET[@]}"
 cluster_start e
+# (1735689600000: the default epoch, 2025-01-01, in ms since 1970.)
+[ "$(( $(now_ms) - $(id_ms "$d_last") - 1735689600000 ))" -lt 0 ] ||
+  fail "the restore took longer than d's lead: e's clock is past d's IDs, the test shows nothing"
 make_table e
 wait_issuing e 40
 writer e 2000

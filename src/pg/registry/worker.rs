@@ -26,7 +26,7 @@ use super::{state, ClaimState, Phase, NONE};
 use crate::core::config::Config;
 use crate::core::instance::{read_marker, write_marker};
 use crate::core::registry::{
-    first_ms_above, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
+    first_ms_above, renew_every_ms, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
 };
 use crate::pg::clock;
 use crate::pg::settings::{self, data_dir};
@@ -241,6 +241,19 @@ impl ClaimWorker {
                     );
                 }
                 self.succeeded(state);
+                // Still short of the target: the registry capped the grant
+                // (its max_grant_ms ahead of its clock, as just after a
+                // fence). Asking again at once would get no more: wait a
+                // renewal interval, at most a second.
+                let grant_ms = settings::registry_grant_ms();
+                if renewal_due(
+                    until.max(grant.until_ms),
+                    holder_time_ms(config, shared),
+                    grant_ms,
+                ) {
+                    self.next_call =
+                        Instant::now() + Duration::from_millis(renew_every_ms(grant_ms).min(1000));
+                }
             }
             Err(e) => {
                 let lost = matches!(&e, CallError::Refused { sqlstate, .. } if sqlstate == "55000");
