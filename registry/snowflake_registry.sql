@@ -36,6 +36,8 @@
 -- servers started at the same moment get distinct ids.
 
 BEGIN;
+-- (Quiet: the notices of a first install, "does not exist, skipping".)
+SET LOCAL client_min_messages = warning;
 
 DO $$
 BEGIN
