@@ -198,12 +198,7 @@ for i in 1 2 3; do
     -f "$SF_WORK/via$i.pgbench" postgres > "$SF_WORK/pgbench$i.out" 2>&1 &
   pids+=($!)
 done
-statuses=()
-for pid in "${pids[@]}"; do
-  status=0
-  wait "$pid" || status=$?
-  statuses+=("$status")
-done
+wait_statuses "${pids[@]}"
 touch "$SF_WORK/load.done"
 for pid in "${horizon_pids[@]}"; do wait "$pid"; done
 for name in shard2 shard3; do
@@ -214,7 +209,7 @@ for name in shard2 shard3; do
 done
 pass "snowflake_horizon() answered on both workers throughout the load, also while Citus's prepared transactions were open"
 for i in 1 2 3; do
-  [ "${statuses[$((i - 1))]}" -eq 0 ] || { cat "$SF_WORK/pgbench$i.out"; fail "pgbench through shard$i reported an error"; }
+  [ "${STATUSES[$((i - 1))]}" -eq 0 ] || { cat "$SF_WORK/pgbench$i.out"; fail "pgbench through shard$i reported an error"; }
   grep -q "number of failed transactions: 0 " "$SF_WORK/pgbench$i.out" ||
     { cat "$SF_WORK/pgbench$i.out"; fail "pgbench through shard$i: failed transactions"; }
   echo "THROUGHPUT Citus, 8 clients through shard$i (3 x 8 clients at once): $(sed -nE 's/^tps = ([0-9]+)\.[0-9]+ \(without initial.*/\1/p' "$SF_WORK/pgbench$i.out") inserts/s"

@@ -194,19 +194,14 @@ for n in 3 4 5 6; do
 done
 sleep "$SETTLE_S"
 touch "$SF_WORK/load.stop"
-statuses=()
-for pid in "${writer_pids[@]}"; do
-  status=0
-  wait "$pid" || status=$?
-  statuses+=("$status")
-done
+wait_statuses "${writer_pids[@]}"
 echo "load: $((SECONDS - load_start)) s"
 committed=0
 for n in 1 2 3 4 5 6; do
   rounds=0 tx=0
   for out in "$SF_WORK/pgbench.w$n".*.out; do
     rounds=$((rounds + 1))
-    if [ "${statuses[$((n - 1))]}" -ne 0 ] || ! grep -q "number of failed transactions: 0 " "$out"; then
+    if [ "${STATUSES[$((n - 1))]}" -ne 0 ] || ! grep -q "number of failed transactions: 0 " "$out"; then
       cat "$out"; fail "pgbench through w$n: an error or a failed transaction (round $out)"
     fi
     tx=$((tx + $(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p' "$out")))

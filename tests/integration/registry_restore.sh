@@ -55,8 +55,10 @@ writer() {
   done
 }
 # id_ms ID: the ID's time field (ms since the epoch; 10 node bits, 1
-# sequence bit).
+# sequence bit). id_unix_ms ID: that time in ms since 1970 (the default
+# epoch, 2025-01-01, is 1735689600000).
 id_ms() { echo $(( $1 >> 11 )); }
+id_unix_ms() { echo $(( $(id_ms "$1") + 1735689600000 )); }
 registry_admin() { sql_value reg "$1"; }
 wait_primary() {
   for _ in $(seq 1 300); do
@@ -117,7 +119,7 @@ wait_primary
 # fence its IDs would be a's.
 cluster_start c
 make_table c
-[ "$(( $(now_ms) - $(sql_value b "SELECT (extract(epoch FROM snowflake_timestamp($a_last)) * 1000)::bigint") ))" -lt 0 ] ||
+[ "$(now_ms)" -lt "$(id_unix_ms "$a_last")" ] ||
   fail "the restore took longer than a's lead: c's clock is past a's IDs, the test shows nothing"
 wait_issuing c 40
 writer c 3000
@@ -177,8 +179,7 @@ cluster_start reg
 fences_before=$(registry_admin "SELECT count(*) FROM snowflake_registry.fences")
 registry_admin "SELECT * FROM snowflake_registry.fence_after_restore()" >/dev/null
 cluster_start e
-# (1735689600000: the default epoch, 2025-01-01, in ms since 1970.)
-[ "$(( $(now_ms) - $(id_ms "$d_last") - 1735689600000 ))" -lt 0 ] ||
+[ "$(now_ms)" -lt "$(id_unix_ms "$d_last")" ] ||
   fail "the restore took longer than d's lead: e's clock is past d's IDs, the test shows nothing"
 make_table e
 wait_issuing e 40

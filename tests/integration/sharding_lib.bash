@@ -158,3 +158,15 @@ layout_mismatch||{$n3}"
   node_check_is ""
   pass "node check: shard3 restored: no problem reported"
 }
+
+# wait_statuses PID...: waits for each background job, and leaves their
+# exit statuses, in the same order, in STATUSES.
+wait_statuses() {
+  local pid status
+  STATUSES=()
+  for pid in "$@"; do
+    status=0
+    wait "$pid" || status=$?
+    STATUSES+=("$status")
+  done
+}
