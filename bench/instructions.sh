@@ -4,7 +4,7 @@
 #
 #   bench/instructions.sh                 PostgreSQL 15, every generator
 #   bench/instructions.sh --pg 18         another supported version
-#   bench/instructions.sh --pg all        15, 16, 17 and 18 in turn
+#   bench/instructions.sh --pg all        15 to 19 in turn
 #   bench/instructions.sh --quick         snowflake_next() and the targets' baselines only
 #   bench/instructions.sh --registry      also snowflake_next() with its node id from a
 #                                         registry against a fixed node id (running servers)
@@ -67,11 +67,11 @@ QUICK=0
 CHECK=1
 REGISTRY=0
 INSTALLED=0
-usage() { echo "usage: bench/instructions.sh [--pg 15|16|17|18|all] [--quick] [--registry] [--no-check] [--installed]" >&2; exit 2; }
+usage() { echo "usage: bench/instructions.sh [--pg 15|16|17|18|19|all] [--quick] [--registry] [--no-check] [--installed]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --pg) [ $# -ge 2 ] || usage
-      if [ "$2" = all ]; then VERSIONS=(15 16 17 18); else VERSIONS=("$2"); fi
+      if [ "$2" = all ]; then VERSIONS=(15 16 17 18 19); else VERSIONS=("$2"); fi
       VERSIONS_GIVEN=1
       shift ;;
     --quick) QUICK=1 ;;
@@ -226,7 +226,7 @@ measure_version() {
     export BENCH_PG_CONFIG
     case $v in
       15) BENCH_PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config ;;
-      16 | 17 | 18) BENCH_PG_CONFIG=$(install_postgres "$v") ;;
+      16 | 17 | 18 | 19) BENCH_PG_CONFIG=$(install_postgres "$v") ;;
       *) echo "bench: unsupported PostgreSQL version '$v'" >&2; exit 2 ;;
     esac
     bench_build "$OUT"

@@ -20,7 +20,8 @@ BENCH=${BENCH:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 ROOT=${ROOT:-$(cd "$BENCH/.." && pwd)}
 # shellcheck source=../scripts/postgres.sh
 . "$ROOT/scripts/postgres.sh"
-export PATH="$HOME/.cargo/bin:$PATH"
+# shellcheck source=../scripts/rust.sh
+. "$ROOT/scripts/rust.sh"
 BENCH_PG_CONFIG=${BENCH_PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 # bench_build OUTDIR: set-up, build, private tree in OUTDIR/pg (each run its

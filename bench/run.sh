@@ -59,10 +59,10 @@ while [ $# -gt 0 ]; do
   case $1 in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    --pg) [ $# -ge 2 ] || { echo "usage: bench/run.sh [--quick|--full] [--pg 15|16|17|18]" >&2; exit 2; }
+    --pg) [ $# -ge 2 ] || { echo "usage: bench/run.sh [--quick|--full] [--pg 15|16|17|18|19]" >&2; exit 2; }
       PG_VERSION=$2; shift ;;
     -h | --help) sed -n '2,/^set -e/{/^set -e/!p}' "$0"; exit 0 ;;
-    *) echo "usage: bench/run.sh [--quick|--full] [--pg 15|16|17|18]" >&2; exit 2 ;;
+    *) echo "usage: bench/run.sh [--quick|--full] [--pg 15|16|17|18|19]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -71,7 +71,7 @@ done
 # (15 is Debian's, installed by scripts/setup.sh in bench_build.)
 case $PG_VERSION in
   15) BENCH_PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config ;;
-  16 | 17) BENCH_PG_CONFIG=$(install_postgres "$PG_VERSION") ;;
+  16 | 17 | 19) BENCH_PG_CONFIG=$(install_postgres "$PG_VERSION") ;;
   18) BENCH_PG_CONFIG=$(install_postgres 18-openssl) ;;
   *) echo "bench: unsupported PostgreSQL version '$PG_VERSION' (${SF_PG_VERSIONS[*]})" >&2; exit 2 ;;
 esac

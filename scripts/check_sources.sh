@@ -27,7 +27,8 @@ esac
 
 # What each server needs: one of the IDs of each group ("|" separates
 # alternatives, tried in this order by scripts/postgres.sh).
-NEEDS=("16:pg16|pg16-fallback" "17:pg17" "17:pg17-headers" "18:pg18|pg18-fallback" "citus:citus")
+NEEDS=("16:pg16|pg16-fallback" "17:pg17" "17:pg17-headers" "18:pg18|pg18-fallback"
+  "19:pg19-server" "19:pg19-client" "19:pg19-libpq5" "19:pg19-headers" "citus:citus")
 
 # It runs before set-up: pip needs a virtual environment (Debian's python3
 # has venv only with python3-venv).
@@ -64,6 +65,22 @@ for need in "${NEEDS[@]}"; do
     echo "check_sources: WARNING: $what installs from its fallback $found: ${alternatives[0]} is gone (update its pin in scripts/sources.sh)" >&2
   fi
 done
+
+# Debian experimental keeps only its newest upload of PostgreSQL 19: say when
+# it moved past the pinned one (set-up then installs the new one unpinned,
+# and the pinned files above are gone).
+APT_OPTS=()
+if _src_apt_config deb experimental 2>/dev/null; then
+  served=$(apt-cache "${APT_OPTS[@]}" madison postgresql-19 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2; exit }')
+  if [ -z "$served" ]; then
+    echo "check_sources: WARNING: Debian experimental serves no postgresql-19 now" >&2
+  elif [ "$served" != "$SF_PG19_PINNED" ]; then
+    echo "check_sources: Debian experimental now serves postgresql-19 $served, not the pinned $SF_PG19_PINNED: pin its files in scripts/sources.sh (SF_PG19_PINNED in scripts/postgres.sh)" >&2
+    broken=1
+  else
+    echo "check_sources: ok       Debian experimental still serves postgresql-19 $served"
+  fi
+fi
 
 if [ $broken -eq 1 ]; then
   echo "check_sources: supply the missing files by hand (SF_PG_FILES, see scripts/sources.sh) or update their pins" >&2

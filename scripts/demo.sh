@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# snowflake_id in two minutes. Shows, on a throwaway PostgreSQL 15 cluster,
+# snowflake_id in two minutes. Shows, on a throwaway PostgreSQL cluster (15,
+# or the version --pg names),
 # that snowflake_next() works as a bigint primary key default, that the IDs it
 # issues decode to time, node and sequence, and that a time range becomes an
 # index range scan on the primary key.
 #
 #   scripts/demo.sh          set up, build, install, start the demo cluster
 #                            and run the demo; the cluster keeps running
+#   scripts/demo.sh --pg 19  the same on PostgreSQL 19 (or 16, 17, 18), which
+#                            set-up installs first (scripts/postgres.sh)
 #   scripts/demo.sh stop     stop the demo cluster and remove its files
 #
 # Steps: scripts/setup.sh (Debian packages, cargo-pgrx, `cargo pgrx init`),
-# `cargo pgrx install --pg-config /usr/lib/postgresql/15/bin/pg_config`, then a
+# `cargo pgrx install --pg-config <that server's pg_config>`, then a
 # cluster that runs as the postgres user, listens on 127.0.0.1 only, and has
 # shared_preload_libraries = 'snowflake_id' and snowflake_id.node_id = 1.
 # Running it again is safe: a running demo cluster is stopped and removed
@@ -23,15 +26,18 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PG_VERSION=15
 PG_BIN=/usr/lib/postgresql/15/bin
-PG_CONFIG=$PG_BIN/pg_config
 PORT=${SNOWFLAKE_DEMO_PORT:-54330}
 DEMO_DIR=${SNOWFLAKE_DEMO_DIR:-/tmp/snowflake_demo}
 DATA=$DEMO_DIR/data
 SOCK=$DEMO_DIR/sock
 LOG=$DEMO_DIR/postgres.log
 MARKER=$DEMO_DIR/.snowflake_demo
-export PATH="$HOME/.cargo/bin:$PATH"
+# shellcheck source=postgres.sh
+. "$ROOT/scripts/postgres.sh"
+# shellcheck source=rust.sh
+. "$ROOT/scripts/rust.sh"
 
 if [ -t 1 ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD='' PLAIN=''; fi
 say() { printf '\n%s== %s%s\n' "$BOLD" "$*" "$PLAIN"; }
@@ -46,7 +52,7 @@ as_pg() {
   if [ "$(id -un)" = postgres ]; then (cd / && "$@"); else (cd / && sudo -u postgres "$@"); fi
 }
 demo_psql() {
-  psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres -d postgres "$@"
+  "$PG_BIN/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres -d postgres "$@"
 }
 
 # Stops the demo cluster if it runs and removes its directory. Only removes a
@@ -55,6 +61,8 @@ demo_stop() {
   # Nothing to stop on a first run: no directory (and perhaps no postgres
   # user or sudo yet, before set-up has installed them).
   [ -d "$DEMO_DIR" ] || return 0
+  # The server that runs it (recorded at its start: --pg may have changed).
+  [ ! -f "$DEMO_DIR/.pg_bin" ] || PG_BIN=$(cat "$DEMO_DIR/.pg_bin")
   if as_pg test -f "$DATA/postmaster.pid"; then
     echo "demo: stopping the demo cluster in $DATA"
     as_pg "$PG_BIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop >/dev/null ||
@@ -72,7 +80,19 @@ demo_stop() {
   fi
 }
 
-case ${1:-run} in
+command=run
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pg)
+      [ $# -ge 2 ] || die "--pg needs a version (${SF_PG_VERSIONS[*]})"
+      case " ${SF_PG_VERSIONS[*]} " in *" $2 "*) PG_VERSION=$2 ;; *) die "unsupported PostgreSQL version '$2' (${SF_PG_VERSIONS[*]})" ;; esac
+      shift 2
+      ;;
+    *) command=$1; shift ;;
+  esac
+done
+
+case $command in
   stop)
     demo_stop
     echo "demo: the demo cluster is stopped and $DEMO_DIR is removed"
@@ -83,20 +103,24 @@ case ${1:-run} in
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
     exit 0
     ;;
-  *) die "unknown command '$1' (use: scripts/demo.sh [stop])" ;;
+  *) die "unknown command '$command' (use: scripts/demo.sh [--pg NN] [stop])" ;;
 esac
 
 say "Stopping any previous demo cluster"
 demo_stop
 
+if [ -z "${SNOWFLAKE_DEMO_SKIP_BUILD:-}" ]; then
+  say "Setup: scripts/setup.sh --pg $PG_VERSION"
+  bash "$ROOT/scripts/setup.sh" --pg "$PG_VERSION"
+fi
+PG_CONFIG=$(pg_config_for "$PG_VERSION")
+[ -n "$PG_CONFIG" ] || die "PostgreSQL $PG_VERSION is not installed (scripts/setup.sh --pg $PG_VERSION)"
+PG_BIN=$("$PG_CONFIG" --bindir)
 if [ -n "${SNOWFLAKE_DEMO_SKIP_BUILD:-}" ]; then
   say "Skipping setup and install (SNOWFLAKE_DEMO_SKIP_BUILD is set)"
   [ -f "$("$PG_CONFIG" --pkglibdir)/snowflake_id.so" ] ||
     die "snowflake_id is not installed; run without SNOWFLAKE_DEMO_SKIP_BUILD"
 else
-  say "Setup: scripts/setup.sh"
-  bash "$ROOT/scripts/setup.sh"
-
   say "Build and install: cargo pgrx install --pg-config $PG_CONFIG"
   install_args=(--pg-config "$PG_CONFIG")
   [ "$(id -u)" -eq 0 ] || install_args+=(--sudo)
@@ -106,6 +130,7 @@ fi
 say "Starting the demo cluster: 127.0.0.1:$PORT, data in $DATA"
 as_root mkdir -p "$DEMO_DIR"
 as_root touch "$MARKER"
+echo "$PG_BIN" | as_root tee "$DEMO_DIR/.pg_bin" >/dev/null
 as_root chown postgres:postgres "$DEMO_DIR"
 as_root chmod 755 "$DEMO_DIR"
 as_pg "$PG_BIN/initdb" -D "$DATA" -A trust -U postgres --no-sync >/dev/null
@@ -196,7 +221,7 @@ stop_cmd="scripts/demo.sh stop"
 [ -z "${SNOWFLAKE_DEMO_DIR:-}" ] || stop_cmd="SNOWFLAKE_DEMO_DIR=$DEMO_DIR $stop_cmd"
 say "The demo cluster is still running"
 cat <<EOF
-Connect:   psql -h 127.0.0.1 -p $PORT -U postgres
+Connect:   $PG_BIN/psql -h 127.0.0.1 -p $PORT -U postgres
 Log:       $LOG
 Stop it:   $stop_cmd     (stops the cluster and removes $DEMO_DIR)
 EOF

@@ -2,8 +2,8 @@
 # Builds the release packages of snowflake_id for one PostgreSQL major version:
 #
 #   scripts/package.sh                      # PostgreSQL 15 (Debian's pg_config)
-#   scripts/package.sh --pg 17              # 16, 17 or 18, as scripts/setup.sh --pg installs them
-#   scripts/package.sh --pg all             # packages for each of 15, 16, 17 and 18
+#   scripts/package.sh --pg 17              # 16 to 19, as scripts/setup.sh --pg installs them
+#   scripts/package.sh --pg all             # packages for each of 15 to 19
 #   PG_CONFIG=/path/to/pg_config scripts/package.sh   # any other server (a source build)
 #   scripts/package.sh --git-rev REV        # the packages of an earlier commit (a previous
 #                                           # release, for the upgrade test; cached)
@@ -30,11 +30,12 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-export PATH="$HOME/.cargo/bin:$PATH"
 # shellcheck source=postgres.sh
 . scripts/postgres.sh
+# shellcheck source=rust.sh
+. scripts/rust.sh
 
-usage() { echo "package: usage: scripts/package.sh [--pg 15|16|17|18|all] [--git-rev REV]" >&2; exit 2; }
+usage() { echo "package: usage: scripts/package.sh [--pg 15|16|17|18|19|all] [--git-rev REV]" >&2; exit 2; }
 git_rev=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -73,7 +74,25 @@ if [ -n "$git_rev" ]; then
     git -C "$ROOT" archive "$commit" | tar -x -C "$src"
     # This script, not the commit's (older ones made no Debian package).
     cp "$ROOT/scripts/package.sh" "$src/scripts/package.sh"
-    (cd "$src" && CARGO_TARGET_DIR="$ROOT/target/previous" PG_CONFIG="$PG_CONFIG" \
+    # The cargo-pgrx of the commit's own pgrx (cargo-pgrx builds only the
+    # pgrx it is the version of): installed once into the cache, with a
+    # pgrx configuration that names this server alone.
+    old_pgrx=$(sed -nE 's/^pgrx = "=?([0-9.]+)"$/\1/p' "$src/Cargo.toml")
+    [ -n "$old_pgrx" ] || { echo "package: cannot read the pgrx version of $commit" >&2; exit 1; }
+    pgrx_home="$SF_PG_CACHE/cargo-pgrx-$old_pgrx"
+    if [ "$old_pgrx" != "$(cargo pgrx --version | awk '{print $2}')" ] &&
+      ! "$pgrx_home/bin/cargo-pgrx" pgrx --version 2>/dev/null | grep -q " $old_pgrx\$"; then
+      echo "package: installing cargo-pgrx $old_pgrx for $commit (a debug build: about 3 minutes)" >&2
+      cargo install cargo-pgrx --version "$old_pgrx" --locked --debug --root "$pgrx_home" >&2
+    fi
+    path=$PATH pgrx_env=()
+    if [ -x "$pgrx_home/bin/cargo-pgrx" ]; then
+      path="$pgrx_home/bin:$PATH"
+      mkdir -p "$src/.pgrx"
+      printf '[configs]\npg%s = "%s"\n' "$major" "$PG_CONFIG" > "$src/.pgrx/config.toml"
+      pgrx_env=(PGRX_HOME="$src/.pgrx")
+    fi
+    (cd "$src" && env PATH="$path" "${pgrx_env[@]}" CARGO_TARGET_DIR="$ROOT/target/previous-$old_pgrx" PG_CONFIG="$PG_CONFIG" \
       SF_PACKAGE_OUT="$src/out" SF_PACKAGE_DATE="$(git -C "$ROOT" log -1 --format=%aD "$commit")" \
       bash scripts/package.sh > /dev/null)
     rm -rf "$cache" && mkdir -p "$cache"

@@ -6,7 +6,7 @@
 set -euo pipefail
 # shellcheck source=postgres.sh
 . "$(dirname "$0")/postgres.sh"
-[ $# -eq 1 ] || { echo "usage: scripts/pg_config.sh 15|16|17|18" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: scripts/pg_config.sh 15|16|17|18|19" >&2; exit 2; }
 config=$(pg_config_for "$1")
 [ -n "$config" ] || { echo "pg_config.sh: PostgreSQL $1 is not installed: run scripts/setup.sh --pg $1" >&2; exit 1; }
 echo "$config"

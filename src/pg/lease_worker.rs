@@ -34,9 +34,16 @@ const NAPTIME: Duration = Duration::from_millis(LEASE_WINDOW_MS / 4);
 // PostgreSQL's signal handlers, as plain C functions (pgrx's `pg_sys`
 // wraps every function in an error guard, which a signal handler must not
 // be).
+#[cfg(not(feature = "pg19"))]
 unsafe extern "C-unwind" {
     fn die(signal: c_int);
     fn SignalHandlerForConfigReload(signal: c_int);
+}
+// PostgreSQL 19 hands every handler the signal's origin too.
+#[cfg(feature = "pg19")]
+unsafe extern "C-unwind" {
+    fn die(signal: c_int, info: *const pg_sys::pg_signal_info);
+    fn SignalHandlerForConfigReload(signal: c_int, info: *const pg_sys::pg_signal_info);
 }
 
 pub fn register() {
@@ -58,12 +65,12 @@ fn shutdown_requested() -> bool {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
     unsafe {
-        #[cfg(not(feature = "pg18"))]
+        #[cfg(not(any(feature = "pg18", feature = "pg19")))]
         {
             pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(die));
             pg_sys::pqsignal(pg_sys::SIGHUP as c_int, Some(SignalHandlerForConfigReload));
         }
-        #[cfg(feature = "pg18")]
+        #[cfg(any(feature = "pg18", feature = "pg19"))]
         {
             pg_sys::pqsignal_be(pg_sys::SIGTERM as c_int, Some(die));
             pg_sys::pqsignal_be(pg_sys::SIGHUP as c_int, Some(SignalHandlerForConfigReload));

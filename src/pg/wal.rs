@@ -37,7 +37,7 @@ pub fn log_lease(record: &LeaseRecord) -> pg_sys::XLogRecPtr {
         pg_sys::XLogRegisterData(bytes.as_ptr() as *mut std::ffi::c_char, RECORD_LEN as i32);
         #[cfg(any(feature = "pg16", feature = "pg17"))]
         pg_sys::XLogRegisterData(bytes.as_ptr() as *mut std::ffi::c_char, RECORD_LEN as u32);
-        #[cfg(feature = "pg18")]
+        #[cfg(any(feature = "pg18", feature = "pg19"))]
         pg_sys::XLogRegisterData(bytes.as_ptr().cast(), RECORD_LEN as u32);
         let end = pg_sys::XLogInsert(RMGR_ID, XLOG_LEASE);
         pg_sys::XLogFlush(end);

@@ -110,8 +110,17 @@ if echo "$deps" | grep -Eiq "libstd-|rustc|\.rustup|\.cargo"; then fail "the lib
 pass "the library needs only system libraries"
 
 PG_BIN="$root$BINDIR"
-export PATH="$PG_BIN:/usr/sbin:/usr/bin:/sbin:/bin"
+# The system's programs without a Rust toolchain (Debian's rustc-web puts
+# cargo and rustc in /usr/bin itself: scripts/rust.sh).
+system_bin="$SF_WORK/bin-without-rust"
+mkdir -p "$system_bin"
+for f in /usr/bin/* /bin/*; do
+  case ${f##*/} in cargo | cargo-* | rustc | rustdoc | rustfmt | clippy-driver | rust-*) continue ;; esac
+  [ -e "$system_bin/${f##*/}" ] || ln -s "$f" "$system_bin/${f##*/}"
+done
+export PATH="$PG_BIN:/usr/sbin:/sbin:$system_bin"
 command -v cargo >/dev/null && fail "cargo is still on PATH"
+command -v rustc >/dev/null && fail "rustc is still on PATH"
 cluster_init pkg "$(free_port)" "snowflake_id.node_id = 11"
 cluster_start pkg || fail "a cluster of the clean root with the packaged library did not start"
 psql_on pkg -c "CREATE EXTENSION snowflake_id"

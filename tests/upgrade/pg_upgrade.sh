@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real pg_upgrade of a cluster with snowflake IDs from one major version to
-# a newer one (scripts/test.sh runs it from 17 to 18, and says why not from
-# 15). pg_upgrade does not carry the lease file; the extension notes while
+# a newer one (scripts/test.sh runs it from 17 to 18 and from 18 to 19, and
+# says why not from 15). pg_upgrade does not carry the lease file; the extension notes while
 # pg_upgrade runs that the lease is still to come (snowflake_id.upgraded),
 # so that:
 #   - started without the lease, the upgraded server refuses to issue IDs
@@ -53,9 +53,10 @@ cluster_stop old
 
 # --- the new cluster: initdb with the same settings, then pg_upgrade.
 # PostgreSQL 18's initdb turns data checksums on by default, and pg_upgrade
-# needs both clusters alike.
+# needs both clusters alike: off in the new one only when the old one is
+# older than 18.
 new_opts=""
-[ "$new_major" -ge 18 ] && new_opts="--no-data-checksums"
+[ "$new_major" -ge 18 ] && [ "$old_major" -lt 18 ] && new_opts="--no-data-checksums"
 new_port=$(free_port)
 PG_BIN=$NEW_PG_BIN SF_INITDB_OPTS=$new_opts cluster_init new "$new_port" "snowflake_id.node_id = 12"
 # pg_upgrade starts both servers itself, with their sockets in its working
