@@ -66,20 +66,28 @@ for need in "${NEEDS[@]}"; do
   fi
 done
 
-# Debian experimental keeps only its newest upload of PostgreSQL 19: say when
-# it moved past the pinned one (set-up then installs the new one unpinned,
-# and the pinned files above are gone).
-APT_OPTS=()
-if _src_apt_config deb experimental 2>/dev/null; then
-  served=$(apt-cache "${APT_OPTS[@]}" madison postgresql-19 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2; exit }')
-  if [ -z "$served" ]; then
-    echo "check_sources: WARNING: Debian experimental serves no postgresql-19 now" >&2
-  elif [ "$served" != "$SF_PG19_PINNED" ]; then
-    echo "check_sources: Debian experimental now serves postgresql-19 $served, not the pinned $SF_PG19_PINNED: pin its files in scripts/sources.sh (SF_PG19_PINNED in scripts/postgres.sh)" >&2
-    broken=1
-  else
-    echo "check_sources: ok       Debian experimental still serves postgresql-19 $served"
+# Debian experimental keeps only its newest upload of PostgreSQL 19: say
+# when Debian serves another than the pinned one (in experimental or sid),
+# which set-up then installs unpinned; once the pinned files are gone, the
+# check above fails.
+served=""
+for suite in experimental sid; do
+  APT_OPTS=()
+  if ! _src_apt_config deb "$suite" 2>"$scratch/apt-$suite.err"; then
+    echo "check_sources: WARNING: could not read Debian $suite's package list:" >&2
+    sed 's/^/    /' "$scratch/apt-$suite.err" >&2
+    continue
   fi
+  v=$(apt-cache "${APT_OPTS[@]}" madison postgresql-19 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2; exit }')
+  [ -n "$v" ] || continue
+  if [ -z "$served" ] || dpkg --compare-versions "$v" gt "$served"; then served=$v; fi
+done
+if [ -z "$served" ]; then
+  echo "check_sources: WARNING: Debian serves no postgresql-19 now (neither experimental nor sid)" >&2
+elif [ "$served" != "$SF_PG19_PINNED" ]; then
+  echo "check_sources: WARNING: Debian now serves postgresql-19 $served, not the pinned $SF_PG19_PINNED: set-up installs it unpinned; pin its files in scripts/sources.sh and SF_PG19_PINNED in scripts/postgres.sh" >&2
+else
+  echo "check_sources: ok       Debian still serves postgresql-19 $served, the pinned version"
 fi
 
 if [ $broken -eq 1 ]; then

@@ -11,7 +11,8 @@
 #                            set-up installs first (scripts/postgres.sh)
 #   scripts/demo.sh stop     stop the demo cluster and remove its files
 #
-# Steps: scripts/setup.sh (Debian packages, cargo-pgrx, `cargo pgrx init`),
+# Steps: scripts/setup.sh --demo (the Debian packages that building needs,
+# Rust 1.96, cargo-pgrx, `cargo pgrx init`; none of the tests' own tools),
 # `cargo pgrx install --pg-config <that server's pg_config>`, then a
 # cluster that runs as the postgres user, listens on 127.0.0.1 only, and has
 # shared_preload_libraries = 'snowflake_id' and snowflake_id.node_id = 1.
@@ -110,8 +111,8 @@ say "Stopping any previous demo cluster"
 demo_stop
 
 if [ -z "${SNOWFLAKE_DEMO_SKIP_BUILD:-}" ]; then
-  say "Setup: scripts/setup.sh --pg $PG_VERSION"
-  bash "$ROOT/scripts/setup.sh" --pg "$PG_VERSION"
+  say "Setup: scripts/setup.sh --demo --pg $PG_VERSION"
+  bash "$ROOT/scripts/setup.sh" --demo --pg "$PG_VERSION"
 fi
 PG_CONFIG=$(pg_config_for "$PG_VERSION")
 [ -n "$PG_CONFIG" ] || die "PostgreSQL $PG_VERSION is not installed (scripts/setup.sh --pg $PG_VERSION)"

@@ -72,28 +72,26 @@ if [ -n "$git_rev" ]; then
     src="$out/src-$commit"
     rm -rf "$src" && mkdir -p "$src"
     git -C "$ROOT" archive "$commit" | tar -x -C "$src"
-    # This script, not the commit's (older ones made no Debian package).
-    cp "$ROOT/scripts/package.sh" "$src/scripts/package.sh"
-    # The cargo-pgrx of the commit's own pgrx (cargo-pgrx builds only the
-    # pgrx it is the version of): installed once into the cache, with a
-    # pgrx configuration that names this server alone.
+    # This script, not the commit's (older ones made no Debian package),
+    # and the toolchain script it sources (older ones had none).
+    cp "$ROOT/scripts/package.sh" "$ROOT/scripts/rust.sh" "$src/scripts/"
+    # Built with this tree's pgrx (its pins and lock file): cargo-pgrx
+    # builds only the pgrx it is the version of, and a second cargo-pgrx
+    # (plus a release build with its own dependencies) cost 7 of the 9
+    # minutes of tests/integration/deb_package.sh on a bare machine. The
+    # package is that release's code and SQL (its catalog is checked against
+    # the frozen sql/snowflake_id--<version>.sql by package_install.sh), a
+    # debug build: it is only the starting point of an upgrade test.
     old_pgrx=$(sed -nE 's/^pgrx = "=?([0-9.]+)"$/\1/p' "$src/Cargo.toml")
-    [ -n "$old_pgrx" ] || { echo "package: cannot read the pgrx version of $commit" >&2; exit 1; }
-    pgrx_home="$SF_PG_CACHE/cargo-pgrx-$old_pgrx"
-    if [ "$old_pgrx" != "$(cargo pgrx --version | awk '{print $2}')" ] &&
-      ! "$pgrx_home/bin/cargo-pgrx" pgrx --version 2>/dev/null | grep -q " $old_pgrx\$"; then
-      echo "package: installing cargo-pgrx $old_pgrx for $commit (a debug build: about 3 minutes)" >&2
-      cargo install cargo-pgrx --version "$old_pgrx" --locked --debug --root "$pgrx_home" >&2
+    new_pgrx=$(sed -nE 's/^pgrx = "=?([0-9.]+)"$/\1/p' "$ROOT/Cargo.toml")
+    [ -n "$old_pgrx" ] && [ -n "$new_pgrx" ] || { echo "package: cannot read the pgrx versions of $commit and of this tree" >&2; exit 1; }
+    if [ "$old_pgrx" != "$new_pgrx" ]; then
+      echo "package: building $commit (pgrx $old_pgrx) with this tree's pgrx $new_pgrx" >&2
+      sed -i -E "s/^(pgrx(-tests)? = \")=?$old_pgrx\"/\1=$new_pgrx\"/" "$src/Cargo.toml"
+      cp "$ROOT/Cargo.lock" "$src/Cargo.lock"
     fi
-    path=$PATH pgrx_env=()
-    if [ -x "$pgrx_home/bin/cargo-pgrx" ]; then
-      path="$pgrx_home/bin:$PATH"
-      mkdir -p "$src/.pgrx"
-      printf '[configs]\npg%s = "%s"\n' "$major" "$PG_CONFIG" > "$src/.pgrx/config.toml"
-      pgrx_env=(PGRX_HOME="$src/.pgrx")
-    fi
-    (cd "$src" && env PATH="$path" "${pgrx_env[@]}" CARGO_TARGET_DIR="$ROOT/target/previous-$old_pgrx" PG_CONFIG="$PG_CONFIG" \
-      SF_PACKAGE_OUT="$src/out" SF_PACKAGE_DATE="$(git -C "$ROOT" log -1 --format=%aD "$commit")" \
+    (cd "$src" && CARGO_TARGET_DIR="$ROOT/target/previous" PG_CONFIG="$PG_CONFIG" \
+      SF_PACKAGE_OUT="$src/out" SF_PACKAGE_DATE="$(git -C "$ROOT" log -1 --format=%aD "$commit")" SF_PACKAGE_DEBUG=1 \
       bash scripts/package.sh > /dev/null)
     rm -rf "$cache" && mkdir -p "$cache"
     cp "$src"/out/* "$cache/"
@@ -114,9 +112,14 @@ version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
 pkglibdir=$("$PG_CONFIG" --pkglibdir)
 sharedir=$("$PG_CONFIG" --sharedir)
 target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
-staged="$target_dir/release/snowflake_id-pg$major"
+# SF_PACKAGE_DEBUG=1: a debug build (an earlier commit's package, built
+# above only to be upgraded from in the tests: the same files and install
+# script as its release build, in half the time on 2 cores).
+profile=release package_args=()
+if [ "${SF_PACKAGE_DEBUG:-0}" = 1 ]; then profile=debug package_args=(--debug); fi
+staged="$target_dir/$profile/snowflake_id-pg$major"
 rm -rf "$staged"   # no leftovers (an upgrade script removed from sql/)
-cargo pgrx package --pg-config "$PG_CONFIG" >&2
+cargo pgrx package "${package_args[@]}" --pg-config "$PG_CONFIG" >&2
 [ -f "$staged$pkglibdir/snowflake_id.so" ] || { echo "package: $staged has no library" >&2; exit 1; }
 
 # --- the Debian package

@@ -2,7 +2,7 @@
 # Where each supported PostgreSQL comes from, and how it is installed.
 #
 # Sourced by scripts/setup.sh, scripts/test.sh, scripts/package.sh, the test
-# helpers and bench/: one place that knows the four servers. Sourcing it
+# helpers and bench/: one place that knows the five servers. Sourcing it
 # defines functions and a few variables, nothing else. Every file it
 # downloads is pinned by name and SHA-256 in scripts/sources.sh, with the
 # locations it is fetched from (and the fallbacks tried on their own).
@@ -38,8 +38,10 @@
 #       tests and cargo pgrx drive them unchanged, and PostgreSQL finds its
 #       lib and share directories relative to its binaries. The packages are
 #       pinned (19~rc1-1, the newest the archive serves as this is written);
-#       when the archive serves a newer one (19.0), set-up takes it, says it
-#       is not pinned, and scripts/check_sources.sh fails until it is.
+#       when Debian serves a newer one (19.0, in experimental or sid), set-up
+#       takes it, says it is not pinned, and scripts/check_sources.sh says
+#       so (and fails once the pinned files are gone). Their dependencies
+#       and the root itself come from sid as it is that day: not pinned.
 #       Development headers only, not the package: its dependencies (LLVM,
 #       clang, 700 MB) serve only JIT bitcode.
 #
@@ -177,7 +179,23 @@ _pg17_add_headers() {
   rm -rf "$unpacked"
   _pg_as_root sed -i -E 's@^#define (USE_ICU|USE_LDAP|USE_LLVM|USE_SYSTEMD|USE_PAM|ENABLE_NLS|HAVE_LIBSELINUX) 1$@/* #undef \1 (not in the server this was added to) */@' \
     "$includedir/pg_config.h"
-  ! grep -qE '^#define (USE_ICU|USE_LLVM) 1$' "$includedir/pg_config.h"
+  ! grep -qE '^#define (USE_ICU|USE_LLVM) 1$' "$includedir/pg_config.h" || return 1
+  _pg17_match_server "$prefix"
+}
+
+# _pg17_match_server PREFIX: the one inline function of the 17.12 headers
+# that calls what the wheel's 17.10 server does not have: heap_getattr()
+# calls heap_datum_check() (added in 17.11), and pgrx 0.19 compiles every
+# inline function of the headers into the extension, which then fails to
+# load ("undefined symbol: heap_datum_check"). The call is left out, as in
+# 17.10's own heap_getattr(). Idempotent: set-up runs it on an installed 17
+# too (installs made before this line).
+_pg17_match_server() {
+  local header; header="$("$1/bin/pg_config" --includedir-server)/access/htup_details.h"
+  [ -f "$header" ] || return 0
+  grep -q '^[[:space:]]*heap_datum_check(tup->t_data, tupleDesc);' "$header" || return 0
+  _pg_log "PostgreSQL 17: leaving heap_datum_check() out of heap_getattr() in $header (not in the 17.10 server)"
+  _pg_as_root sed -i -E 's@^([[:space:]]*)heap_datum_check\(tup->t_data, tupleDesc\);@\1(void) 0; /* heap_datum_check(): not in the 17.10 server (scripts/postgres.sh) */@' "$header"
 }
 
 # _pg_apt_source SUITE PACKAGE DEST: downloads Debian's source package
@@ -240,10 +258,12 @@ SF_PG19_HEADERS=pg19-headers
 SF_PG19_PINNED=19~rc1-1
 SF_DEBIAN_MIRROR=${SF_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-# _pg_sid_served ROOT: the version of postgresql-19 that Debian experimental
-# serves now, as the root's apt sees it after its update (empty if none).
+# _pg_sid_served ROOT MAJOR: the version of postgresql-MAJOR that the root's
+# apt would install after its update: sid's when sid has one (19.0 may go
+# there), else experimental's (apt ranks experimental below sid); empty if
+# neither serves it.
 _pg_sid_served() {
-  chroot "$1" apt-cache madison postgresql-19 2>/dev/null | awk -F'|' '$3 ~ /experimental/ { gsub(/ /, "", $2); print $2; exit }'
+  _pg_as_root chroot "$1" apt-cache policy "postgresql-$2" 2>/dev/null | awk '/Candidate:/ { if ($2 != "(none)") print $2; exit }'
 }
 
 # _pg_sid MAJOR: PostgreSQL MAJOR in a Debian sid root (see the header):
@@ -256,8 +276,9 @@ _pg_sid() {
   _pg_as_root mkdir -p "$build"
   local root="$build/root"
   _pg_log "PostgreSQL $major: a Debian sid root in $build (debootstrap, about a minute)"
-  _pg_as_root debootstrap --variant=minbase sid "$root" "$SF_DEBIAN_MIRROR" >"$build/debootstrap.log" 2>&1 ||
-    { _pg_log "debootstrap sid failed:"; tail -5 "$build/debootstrap.log" >&2; return 1; }
+  local log; log=$(mktemp)
+  _pg_as_root debootstrap --variant=minbase sid "$root" "$SF_DEBIAN_MIRROR" >"$log" 2>&1 ||
+    { _pg_log "debootstrap sid failed:"; tail -5 "$log" >&2; rm -f "$log"; return 1; }
   # The server's own apt: experimental beside sid; this machine's copies of
   # both are served past their Valid-Until (the files are pinned by
   # SHA-256, see scripts/sources.sh); no service starts in the root; no
@@ -280,18 +301,25 @@ _pg_sid() {
       return 1
   fi
   _pg_as_root chroot "$root" apt-get -qq update >&2 || { _pg_log "apt-get update in the sid root failed"; return 1; }
-  local served debs="$root/var/cache/snowflake-id-debs" id f
-  served=$(_pg_sid_served "$root")
+  local served debs="$root/var/cache/snowflake-id-debs" id f unpinned=0
+  served=$(_pg_sid_served "$root" "$major")
   _pg_as_root mkdir -p "$debs"
-  if [ -z "$served" ] || [ "$served" = "$SF_PG19_PINNED" ]; then
+  # What is served first (19.0 when it comes), else the pinned files (from
+  # SF_PG_FILES, the cache or the archive, checked by SHA-256).
+  if [ -n "$served" ] && [ "$served" != "$SF_PG19_PINNED" ]; then
+    _pg_log "WARNING: Debian serves postgresql-$major $served, not the pinned $SF_PG19_PINNED: installing $served unpinned (pin it in scripts/sources.sh)"
+    if _pg_as_root chroot "$root" sh -c "cd /var/cache/snowflake-id-debs && apt-get -qq download postgresql-$major=$served postgresql-client-$major=$served libpq5=$served postgresql-server-dev-$major=$served" >&2; then
+      unpinned=1
+    else
+      _pg_log "apt-get download of postgresql-$major $served failed: trying the pinned $SF_PG19_PINNED"
+      _pg_as_root rm -f "$debs"/*.deb
+    fi
+  fi
+  if [ $unpinned -eq 0 ]; then
     for id in "${SF_PG19_DEBS[@]}" "$SF_PG19_HEADERS"; do
       f=$(fetch_source "$id") || return 1
       _pg_as_root cp "$f" "$debs/"
     done
-  else
-    _pg_log "WARNING: Debian experimental serves postgresql-$major $served, not the pinned $SF_PG19_PINNED: installing $served unpinned (pin it in scripts/sources.sh)"
-    (cd "$debs" && _pg_as_root chroot "$root" sh -c "cd /var/cache/snowflake-id-debs && apt-get -qq download postgresql-$major=$served postgresql-client-$major=$served libpq5=$served postgresql-server-dev-$major=$served") >&2 ||
-      { _pg_log "apt-get download of postgresql-$major $served failed"; return 1; }
   fi
   # The server with its dependencies (apt resolves them from sid), then the
   # headers alone.
@@ -300,12 +328,13 @@ _pg_sid() {
     case $(basename "$f") in postgresql-server-dev-*) ;; *) install+=("/var/cache/snowflake-id-debs/$(basename "$f")") ;; esac
   done
   _pg_as_root chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${install[@]}" \
-    >"$build/apt.log" 2>&1 || { _pg_log "installing PostgreSQL $major in the sid root failed:"; tail -10 "$build/apt.log" >&2; return 1; }
+    >"$log" 2>&1 || { _pg_log "installing PostgreSQL $major in the sid root failed:"; tail -10 "$log" >&2; rm -f "$log"; return 1; }
+  rm -f "$log"
   _pg_as_root dpkg-deb -x "$(ls "$debs"/postgresql-server-dev-*.deb)" "$root" || return 1
   _pg_as_root rm -rf "$debs" "$root/var/cache/apt/archives"/*.deb
   # Its final place, then the programs patched to it (the paths are absolute).
   local version dir
-  version=$(chroot "$root" /usr/lib/postgresql/"$major"/bin/pg_config --version | sed -nE 's/^PostgreSQL ([0-9][0-9a-z.]*).*/\1/p')
+  version=$(_pg_as_root chroot "$root" /usr/lib/postgresql/"$major"/bin/pg_config --version | sed -nE 's/^PostgreSQL ([0-9][0-9a-z.]*).*/\1/p')
   [ -n "$version" ] || { _pg_log "the sid root's pg_config does not answer"; return 1; }
   dir="$SF_PG_CACHE/pg$major-$version"
   _pg_as_root rm -rf "$dir"
@@ -354,6 +383,7 @@ install_postgres() {
   fi
   local config; config=$(pg_config_for "$major")
   [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
+  [ "$major" != 17 ] || _pg17_match_server "$(dirname "$(dirname "$config")")" || return 1
   echo "$config"
 }
 

@@ -3,9 +3,9 @@
 # 0.19 declares rust-version 1.96), with clippy and rustfmt.
 #
 # Sourced by scripts/setup.sh, scripts/test.sh, scripts/package.sh,
-# scripts/demo.sh, bench/ and the tests that build: sourcing it puts the
-# toolchain first on PATH, with ~/.cargo/bin (cargo-pgrx, pgxn_meta) after
-# it, and defines rust_ensure for set-up.
+# scripts/demo.sh, bench/ and the tests that build: sourcing it puts
+# ~/.cargo/bin (cargo-pgrx, pgxn_meta) on PATH, and Debian's toolchain before
+# it when the Rust there is too old; it defines rust_ensure for set-up.
 #
 # Where it comes from: the first of
 #   1. the rustc on PATH with ~/.cargo/bin first (rustup's, or any other),
@@ -44,8 +44,10 @@ _rust_path() {
 rust_ensure() {
   _rust_path
   hash -r
-  _rust_ok "$(command -v rustc || echo rustc)" && command -v cargo-clippy >/dev/null && command -v rustfmt >/dev/null &&
-    return 0
+  # (rustup installs its clippy and rustfmt proxies even without those
+  # components: ask the tools themselves.)
+  _rust_ok "$(command -v rustc || echo rustc)" && cargo clippy --version >/dev/null 2>&1 &&
+    cargo fmt --version >/dev/null 2>&1 && return 0
   echo "setup: no Rust $SF_RUST_MIN or later with clippy and rustfmt on PATH (rustc: $(rustc --version 2>/dev/null || echo none)):" \
     "using Debian's rustc-web, cargo-web, rust-web-clippy and rustfmt-web" >&2
   apt_ensure rustc-web cargo-web rust-web-clippy rustfmt-web || return 1
@@ -54,6 +56,8 @@ rust_ensure() {
   for tool in cargo rustc rustdoc cargo-clippy clippy-driver cargo-fmt rustfmt; do
     _pg_as_root ln -sfn "/usr/bin/$tool" "$SF_RUST_LINKS/$tool"
   done
+  # Debian's whole toolchain first, also where only a tool was missing.
+  case ":$PATH:" in *":$SF_RUST_LINKS:"*) ;; *) export PATH="$SF_RUST_LINKS:$PATH" ;; esac
   hash -r
   _rust_ok "$(command -v rustc)" || { echo "setup: $(command -v rustc) is not Rust $SF_RUST_MIN or later" >&2; return 1; }
 }

@@ -9,6 +9,9 @@
 #   scripts/setup.sh                 PostgreSQL 15 (Debian's packages) only
 #   scripts/setup.sh --pg 17         15 and 17
 #   scripts/setup.sh --pg all        15, 16, 17, 18 and 19
+#   scripts/setup.sh --demo          only what building and running the
+#                                    extension needs (scripts/demo.sh): none
+#                                    of the tools that only the tests use
 #
 # Where 16 to 19 come from, and where they are cached: scripts/postgres.sh.
 set -euo pipefail
@@ -19,34 +22,42 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/rust.sh"
 
 versions=(15)
+demo=0
 while [ $# -gt 0 ]; do
   case $1 in
+    --demo) demo=1; shift ;;
     --pg)
       [ $# -ge 2 ] || { echo "setup: --pg needs a version (${SF_PG_VERSIONS[*]} or all)" >&2; exit 2; }
       if [ "$2" = all ]; then versions=("${SF_PG_VERSIONS[@]}"); else versions+=("$2"); fi
       shift 2
       ;;
-    *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--pg 15|16|17|18|19|all]...)" >&2; exit 2 ;;
+    *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--demo] [--pg 15|16|17|18|19|all]...)" >&2; exit 2 ;;
   esac
 done
 
 PG_MAJOR=15
 PGRX_VERSION=0.19.3
+# Building and running the extension (the demo needs these alone).
 APT_PACKAGES=(
-  "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-contrib"
+  "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}"
+  libclang-dev clang sudo build-essential pkg-config
+  # scripts/sources.sh: pinned files come through pip (a virtual
+  # environment) and apt-get download; dpkg-deb unpacks the 17 headers.
+  ca-certificates dpkg
+)
+# The tests' own tools.
+APT_TEST_PACKAGES=(
+  "postgresql-contrib"
   "postgresql-${PG_MAJOR}-plproxy" "postgresql-${PG_MAJOR}-auto-failover" "postgresql-${PG_MAJOR}-partman"
-  libclang-dev clang sudo faketime
-  build-essential pkg-config
+  faketime
   # Instruction counts (tests/integration/instructions.sh, bench/).
   valgrind
   # Monitoring (tests/integration/monitoring.sh): the exporter the queries
   # of monitoring/ are for, and promtool (in Debian's prometheus package)
   # for the alerting rules. Neither service is used or needed running.
   prometheus-postgres-exporter prometheus
-  # scripts/sources.sh: pinned files come through pip (a virtual
-  # environment) and apt-get download; dpkg-deb unpacks the 17 headers.
-  ca-certificates dpkg
 )
+[ $demo -eq 1 ] || APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 
 apt_ensure "${APT_PACKAGES[@]}"
 
@@ -56,8 +67,10 @@ apt_ensure "${APT_PACKAGES[@]}"
 # pip); install Debian's only when missing (the machine image may bring its
 # own Node.js and Python).
 extra=()
-command -v node >/dev/null 2>&1 || extra+=(nodejs)
-command -v npm >/dev/null 2>&1 || extra+=(npm)
+if [ $demo -eq 0 ]; then
+  command -v node >/dev/null 2>&1 || extra+=(nodejs)
+  command -v npm >/dev/null 2>&1 || extra+=(npm)
+fi
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || extra+=(python3-venv)
 apt_ensure "${extra[@]}"   # (nothing when none is missing)
 
@@ -73,11 +86,12 @@ if ! cargo pgrx --version 2>/dev/null | grep -q " ${PGRX_VERSION}\$"; then
 fi
 
 # PGXN's validator of META.json (tests/integration/pgxn.sh): the pgxn_meta
-# crate of the PGXN project, about a minute to build.
+# crate of the PGXN project, a debug build (it validates one small file; its
+# release build took 2 min 22 s on a bare machine).
 PGXN_META_VERSION=0.7.0
-if ! pgxn_meta --version 2>/dev/null | grep -q " ${PGXN_META_VERSION}\$"; then
+if [ $demo -eq 0 ] && ! pgxn_meta --version 2>/dev/null | grep -q " ${PGXN_META_VERSION}\$"; then
   echo "setup: installing pgxn_meta ${PGXN_META_VERSION} (PGXN's META.json validator)"
-  cargo install pgxn_meta --version "${PGXN_META_VERSION}" --locked
+  cargo install pgxn_meta --version "${PGXN_META_VERSION}" --locked --debug
 fi
 
 # The servers asked for (15 is Debian's, installed above).
@@ -88,7 +102,7 @@ for v in "${versions[@]}"; do
   install_postgres "$v" >/dev/null
   # Citus, for the scale-out test (tests/integration/citus.sh). Without its
   # sources the other tests still run; that test then fails and says why.
-  if [ "$v" = "$CITUS_PG" ] && ! install_citus "$v"; then
+  if [ $demo -eq 0 ] && [ "$v" = "$CITUS_PG" ] && ! install_citus "$v"; then
     echo "setup: WARNING: Citus $CITUS_VERSION is not installed into PostgreSQL $v: tests/integration/citus.sh will fail" >&2
   fi
 done

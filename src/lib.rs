@@ -54,8 +54,12 @@ mod test_support;
 pub extern "C-unwind" fn _PG_init() {
     // Loaded into a backend on demand (not preloaded): shared memory can no
     // longer be reserved. Define nothing; every function reports it.
+    // SAFETY: a plain bool global of this single-threaded process, set by
+    // PostgreSQL around the loading of shared_preload_libraries.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         // pg_upgrade's check that the new cluster can load the library.
+        // SAFETY: plain bool globals of this single-threaded process, set when
+        // it started.
         if unsafe { pg_sys::IsBinaryUpgrade && pg_sys::IsUnderPostmaster } {
             pg::shmem::note_binary_upgrade();
         }

@@ -143,6 +143,8 @@ fn in_recovery() -> bool {
     if RECOVERY_ENDED.load(Ordering::Relaxed) {
         return false;
     }
+    // SAFETY: RecoveryInProgress takes no argument and reads shared memory this
+    // backend is attached to.
     let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
     if !in_recovery {
         RECOVERY_ENDED.store(true, Ordering::Relaxed);
@@ -298,6 +300,10 @@ impl Environment for ServerEnv<'_> {
             if remaining_us <= 0 {
                 break;
             }
+            // SAFETY: called in a backend issuing IDs: MyLatch is its own latch,
+            // WL_EXIT_ON_PM_DEATH ends the process rather than wait past the
+            // postmaster, and pg_usleep only sleeps; interrupts are checked right
+            // after, through pgrx's guard.
             unsafe {
                 if remaining_us > SHORT_SLEEP_US {
                     pg_sys::WaitLatch(

@@ -56,6 +56,12 @@ struct Header {
     lock: *mut pg_sys::LWLock,
 }
 
+// Process-local, like all of a PostgreSQL process's globals: a server
+// process is single-threaded. HEADER is set by `attach` in the postmaster's
+// shared memory startup hook and inherited by every child on fork, then
+// only read; PUBLISHED and PREPARING_XID describe this backend's own
+// transaction and are touched only by it (its issuing path and its
+// transaction callback).
 static mut HEADER: *mut Header = std::ptr::null_mut();
 /// This backend published a bound for its current transaction.
 static mut PUBLISHED: bool = false;
@@ -64,6 +70,11 @@ static mut PUBLISHED: bool = false;
 static mut PREPARING_XID: u32 = 0;
 
 fn max_prepared_transactions() -> usize {
+    // SAFETY: the name is a 'static C string; with missing_ok = false,
+    // GetConfigOption returns a NUL-terminated string (for an integer setting,
+    // in a static buffer of guc.c, valid until its next call) or raises an
+    // ERROR; the text is parsed into a number at once. Called in the request
+    // and startup hooks, single-threaded.
     unsafe {
         let value = pg_sys::GetConfigOption(c"max_prepared_transactions".as_ptr(), false, false);
         if value.is_null() {
@@ -78,6 +89,9 @@ fn max_prepared_transactions() -> usize {
 }
 
 fn sizes() -> (usize, usize) {
+    // SAFETY: MaxBackends is a plain int global, set by InitializeMaxBackends
+    // before the shmem_request hook runs (PostgreSQL 15 and later) and never
+    // changed after; read in this single-threaded process.
     let slots = unsafe { pg_sys::MaxBackends } as usize + AUX_MARGIN;
     (slots, max_prepared_transactions())
 }
@@ -107,6 +121,16 @@ pub fn request_size() -> usize {
 /// # Safety
 /// Called once per process from the shared memory startup hook.
 pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
+    // SAFETY: per this function's contract, called from the shared memory
+    // startup hook under AddinShmemInitLock, single-threaded, before any other
+    // process uses the horizon. ShmemInitStruct returns a block of
+    // layout_size(slots, prepared) bytes aligned to PG_CACHE_LINE_SIZE (or
+    // raises an ERROR): the header, the `slots` Slots at slots_offset() (a
+    // multiple of their 64-byte alignment) and the `prepared` entries right
+    // after them fit it exactly, and all are written before anything reads
+    // them (`take(prepared)` keeps the file's entries inside). sizes() gives
+    // the numbers the request hook reserved: both settings change only at a
+    // restart. HEADER is written before any child is forked.
     unsafe {
         let (slots, prepared) = sizes();
         let mut found = false;
@@ -157,10 +181,19 @@ pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
 }
 
 fn header() -> Option<&'static Header> {
+    // SAFETY: HEADER is written only by `attach` in the startup hook, before
+    // any child is forked, and only read afterwards (single-threaded process);
+    // it is null or points to the header in shared memory, which lives as long
+    // as the process.
     unsafe { HEADER.as_ref() }
 }
 
 fn slots(header: &Header) -> &'static [Slot] {
+    // SAFETY: relies on: `header` being the header `attach` created (callers
+    // get it from `header()` or HEADER; nothing else makes a Header), followed
+    // at slots_offset() by `slot_count` initialised, 64-byte aligned Slots in
+    // the same shared memory block, which lives as long as the process. Slots
+    // are atomics, so shared references to them from many processes are fine.
     unsafe {
         let base = (header as *const Header)
             .cast::<u8>()
@@ -172,6 +205,10 @@ fn slots(header: &Header) -> &'static [Slot] {
 
 /// The prepared transactions' table, right after the slots.
 fn entries(header: &Header) -> &'static [PreparedEntry] {
+    // SAFETY: relies on: `header` being the header `attach` created, whose
+    // `prepared_capacity` initialised entries (atomics, 8-byte aligned) follow
+    // its slots in the same shared memory block, which lives as long as the
+    // process.
     unsafe {
         let base = slots(header).as_ptr_range().end.cast::<PreparedEntry>();
         std::slice::from_raw_parts(base, header.prepared_capacity)
@@ -180,11 +217,19 @@ fn entries(header: &Header) -> &'static [PreparedEntry] {
 
 /// Whether a transaction (a prepared one included) is still in progress.
 fn in_progress(xid: u32) -> bool {
+    // SAFETY: TransactionIdIsInProgress takes the xid by value and reads the
+    // proc array under its own lock; called in a backend, through pgrx's FFI
+    // guard.
     unsafe { pg_sys::TransactionIdIsInProgress(pg_sys::TransactionId::from_inner(xid)) }
 }
 
 /// The index of a process in PostgreSQL's array of processes.
 fn proc_index(proc: *mut pg_sys::PGPROC) -> Option<usize> {
+    // SAFETY: ProcGlobal is a process-local global pointer, checked for null;
+    // when set it points to PostgreSQL's PROC_HDR in shared memory. Relies on:
+    // `proc` being null or an entry of ProcGlobal->allProcs (callers pass
+    // MyProc or its lockGroupLeader, both entries of that array), as
+    // offset_from requires both pointers in the same allocation.
     unsafe {
         if proc.is_null() || pg_sys::ProcGlobal.is_null() {
             return None;
@@ -196,6 +241,11 @@ fn proc_index(proc: *mut pg_sys::PGPROC) -> Option<usize> {
 /// The slot this process publishes into: its own, or its parallel
 /// leader's (a parallel worker's IDs belong to the leader's transaction).
 fn publishing_slot(header: &Header) -> Option<&'static Slot> {
+    // SAFETY: MyProc is this process's PGPROC in shared memory, checked for
+    // null; its lockGroupLeader is written only by this process itself
+    // (BecomeLockGroupLeader/Member), so this unlocked read races with nothing,
+    // and is null or the leader's PGPROC, an entry of the same array.
+    // `header` comes from `header()`.
     unsafe {
         if pg_sys::MyProc.is_null() {
             return None;
@@ -215,6 +265,8 @@ fn publishing_slot(header: &Header) -> Option<&'static Slot> {
 /// that connects it to the database, before its part of the query) while
 /// its leader's transaction goes on.
 fn own_slot(header: &Header) -> Option<&'static Slot> {
+    // SAFETY: MyProc is a process-local global (null is checked by
+    // proc_index); `header` comes from `header()`.
     unsafe { proc_index(pg_sys::MyProc).and_then(|i| slots(header).get(i)) }
 }
 
@@ -223,6 +275,7 @@ fn own_slot(header: &Header) -> Option<&'static Slot> {
 /// the generator's compare-and-swap; after the first, a local flag only.
 #[inline(always)]
 pub fn before_issue(config: &Config, generator: &SharedState) {
+    // SAFETY: PUBLISHED is process-local (see above); a plain read.
     if unsafe { !PUBLISHED } {
         publish(config, generator);
     }
@@ -241,6 +294,7 @@ fn publish(config: &Config, generator: &SharedState) {
         generator,
         crate::pg::registry::node_id(config).unwrap_or(0),
     ));
+    // SAFETY: PUBLISHED is process-local (see above); a plain write.
     unsafe { PUBLISHED = true };
 }
 
@@ -262,6 +316,8 @@ pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
             max_node: config.layout.max_node(),
         })
     };
+    // SAFETY: RecoveryInProgress takes no argument and reads shared memory this
+    // process is attached to.
     if unsafe { pg_sys::RecoveryInProgress() } {
         raise(Error::HorizonInRecovery);
     }
@@ -276,6 +332,10 @@ pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
     let prepared = prepared_transactions();
     let next = next_id(config, generator, node);
     let slot_min = horizon::horizon(next, slots(header).iter().map(Slot::get));
+    // SAFETY: header.lock is the tranche's second LWLock, stored by `attach`
+    // in shared memory; it is held in shared mode only around kept_entries
+    // (atomic loads into a Vec, nothing that raises an ERROR). Should anything
+    // unwind in between, PostgreSQL's error cleanup releases it.
     let known = unsafe {
         pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_SHARED);
         let known = kept_entries(header);
@@ -346,6 +406,12 @@ fn free_entries(header: &Header, gone: impl Fn(u32) -> bool) -> bool {
 /// Removes the bounds of prepared transactions that have ended, and keeps
 /// the file in step.
 fn forget_prepared(header: &Header, gone: impl Fn(u32) -> bool) {
+    // SAFETY: header.lock is the tranche's second LWLock, stored by `attach`;
+    // it is held exclusively while entries are freed and the file is written.
+    // `gone` (from its callers: a list lookup, a comparison) and write_prepared
+    // (a Result) raise no ERROR, and the warning comes after the release;
+    // should anything unwind in between, PostgreSQL's error cleanup releases
+    // the lock.
     unsafe {
         pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         // (Another backend may have removed them first.)
@@ -376,6 +442,13 @@ fn kept_entries(header: &Header) -> Vec<(u32, u64)> {
 /// transaction that issued no ID (`bound` [`EMPTY`]) gets an entry without
 /// a bound, in memory only (see the module's comment).
 unsafe fn keep_prepared(header: &Header, bound: u64) {
+    // SAFETY: called only from the transaction callback at PRE_PREPARE, in the
+    // backend whose transaction is being prepared, with `header` from
+    // `header()`. GetTopTransactionIdIfAny reads this backend's transaction
+    // state. header.lock (the tranche's second LWLock) is released on every
+    // path before `raise` (an ERROR); TransactionIdIsInProgress, called by
+    // free_entries under it, takes ProcArrayLock after it (an order nothing
+    // reverses). PREPARING_XID is process-local.
     unsafe {
         let xid = pg_sys::GetTopTransactionIdIfAny().into_inner();
         if xid == 0 || header.prepared_capacity == 0 {
@@ -422,16 +495,28 @@ unsafe fn keep_prepared(header: &Header, bound: u64) {
 /// Registers the transaction callback (in `_PG_init`, while preloading:
 /// every backend inherits it).
 pub fn register() {
+    // SAFETY: called from `_PG_init` while preloading, in the postmaster
+    // before any child is forked (each inherits the callback list);
+    // `transaction_event` has XactCallback's signature and never dereferences
+    // the null argument.
     unsafe { pg_sys::RegisterXactCallback(Some(transaction_event), std::ptr::null_mut()) }
 }
 
 /// This process's slot, found once ([`own_slot`] when `MyProc` is set;
 /// a process keeps its place in the array while `MyProc` is set, and no
 /// transaction ends after it is unset at exit).
+///
+/// Process-local (a PostgreSQL process is single-threaded): null in the
+/// postmaster, which has no `MyProc`, so every child starts with null and
+/// sets it for itself.
 static mut OWN_SLOT: *const Slot = std::ptr::null();
 
 #[inline(always)]
 fn own_slot_cached(header: &Header) -> Option<&'static Slot> {
+    // SAFETY: MyProc and OWN_SLOT are process-local globals (single-threaded);
+    // MyProc is checked for null, and OWN_SLOT is null or this process's slot
+    // in shared memory, which outlives the process. Relies on: a process
+    // keeping its place in the proc array while MyProc is set (see OWN_SLOT).
     unsafe {
         if pg_sys::MyProc.is_null() {
             return None;
@@ -458,6 +543,13 @@ unsafe extern "C-unwind" fn transaction_event(
     arg: *mut std::ffi::c_void,
 ) {
     use pg_sys::XactEvent::*;
+    // SAFETY: PostgreSQL calls this callback in the backend whose transaction
+    // has the event; HEADER, PUBLISHED and PREPARING_XID are process-local
+    // (see above), and HEADER is null or the header in shared memory. This
+    // function has no pgrx guard: it relies on everything it calls outside
+    // transaction_event_guarded (own_slot_cached, the slot's atomics,
+    // flush_ids) neither raising an ERROR nor panicking, since a panic would
+    // unwind into PostgreSQL's C frames.
     unsafe {
         let Some(header) = HEADER.as_ref() else {
             return;
@@ -510,6 +602,10 @@ unsafe extern "C-unwind" fn transaction_event_guarded(
 ) {
     use pg_sys::XactEvent::*;
     let Some(header) = header() else { return };
+    // SAFETY: called from `transaction_event`, in the backend whose
+    // transaction has the event, with `header` from `header()`; PUBLISHED and
+    // PREPARING_XID are process-local, and keep_prepared runs at PRE_PREPARE,
+    // the only place it is meant for.
     unsafe {
         match event {
             XACT_EVENT_ABORT if PREPARING_XID != 0 => {

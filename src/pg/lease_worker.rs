@@ -58,12 +58,21 @@ pub fn register() {
 }
 
 fn shutdown_requested() -> bool {
+    // SAFETY: ProcDiePending is a sig_atomic_t global that the SIGTERM handler
+    // (`die`) sets in this same single-threaded process; a volatile read is
+    // how PostgreSQL reads it.
     unsafe { std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0 }
 }
 
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
+    // SAFETY: the background worker's start, in its own single-threaded
+    // process with signals still blocked: `die` and
+    // SignalHandlerForConfigReload are PostgreSQL's handlers, declared above
+    // with their C signatures (per version), installed before signals are
+    // unblocked as bgworker.c asks. SetConfigOption gets 'static C strings
+    // and changes only this process's synchronous_commit.
     unsafe {
         #[cfg(not(any(feature = "pg18", feature = "pg19")))]
         {
@@ -89,6 +98,9 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
     let (Some(config), Some(shared)) = (settings::config(), shmem::shared()) else {
         return;
     };
+    // SAFETY: MyLatch is a process-local global; in a background worker with
+    // shared memory access it is the latch of its PGPROC, in shared memory,
+    // so backends may set it (and it stays valid after this worker exits).
     shared.set_worker_latch(unsafe { pg_sys::MyLatch });
     let layout = config.layout;
     let mut last_seen = shared.generator.last_time_ms(&layout);
@@ -96,6 +108,10 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
     // The node id's claim, renewal and release, in registry mode.
     let mut claim = registry::enabled().then(ClaimWorker::new);
     while !shutdown_requested() {
+        // SAFETY: ConfigReloadPending is a sig_atomic_t global that the SIGHUP
+        // handler sets in this same single-threaded process; volatile accesses
+        // are how PostgreSQL reads and clears it, and ProcessConfigFile is how a
+        // background worker applies a reload, between two rounds of work.
         unsafe {
             if std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 {
                 std::ptr::write_volatile(&raw mut pg_sys::ConfigReloadPending, 0);
@@ -121,6 +137,8 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
         if shutdown_requested() {
             break;
         }
+        // SAFETY: MyLatch is this process's own latch; WL_EXIT_ON_PM_DEATH ends
+        // the worker rather than wait past the postmaster.
         unsafe {
             pg_sys::WaitLatch(
                 pg_sys::MyLatch,

@@ -53,6 +53,11 @@ pub fn register() {
         ..Default::default()
     };
     // PostgreSQL copies the struct into its table.
+    // SAFETY: called from `_PG_init` while preloading, in the postmaster
+    // before any child is forked (PostgreSQL raises an ERROR at any other
+    // time). `rmgr` is a valid RmgrData that outlives the call, which copies
+    // it into RmgrTable; its name is a 'static C string and its callbacks are
+    // this library's functions, which stay loaded for the process's life.
     unsafe { pg_sys::RegisterCustomRmgr(RMGR_ID, &raw mut rmgr) };
 }
 
@@ -62,6 +67,12 @@ pub fn register() {
 /// `record` is the reader PostgreSQL passes to a resource manager, with a
 /// decoded record.
 unsafe fn info_and_data<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8]) {
+    // SAFETY: per this function's contract `record` is the reader PostgreSQL
+    // hands a resource manager, whose `record` is the decoded record being
+    // replayed or described: non-null, with `main_data_len` bytes at
+    // `main_data` (an empty slice when there are none). Relies on: callers
+    // keep the slice no longer than the callback (the decoded record is reused
+    // after it).
     unsafe {
         let decoded = (*record).record;
         let info = (*decoded).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8);
@@ -85,6 +96,8 @@ fn lease_of(info: u8, data: &[u8]) -> Result<LeaseRecord, String> {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: PostgreSQL calls rm_redo with the reader of the record being
+    // replayed, decoded; `data` is used only within this call.
     let (info, data) = unsafe { info_and_data(record) };
     let (Some(shared), Some(config)) = (shmem::shared(), settings::config()) else {
         return;
@@ -99,6 +112,8 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: PostgreSQL calls rm_desc with the reader of the record being
+    // described, decoded; `data` is used only within this call.
     let (info, data) = unsafe { info_and_data(record) };
     let text = match lease_of(info, data) {
         Ok(lease) => lease_wal::describe(&lease),
@@ -106,6 +121,8 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     };
     // The text is made of numbers and words: no NUL inside.
     if let Ok(text) = CString::new(text) {
+        // SAFETY: `buf` is the StringInfo PostgreSQL passed to rm_desc for
+        // this call, and `text` is a NUL-terminated CString that outlives it.
         unsafe { pg_sys::appendStringInfoString(buf, text.as_ptr()) };
     }
 }

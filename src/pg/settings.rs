@@ -64,6 +64,9 @@ pub fn define() {
     let given = given_values();
     define_settings();
     check_given(&given);
+    // SAFETY: called from `_PG_init` while preloading, in the postmaster
+    // (single-threaded, no transaction needed); the prefix is a 'static C
+    // string, which PostgreSQL copies.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
 }
 
@@ -78,6 +81,10 @@ struct Given {
 
 /// Every variable PostgreSQL knows, defined or placeholder.
 fn variables() -> Vec<*mut pg_sys::config_generic> {
+    // SAFETY: get_guc_variables returns guc.c's array of `n` pointers to the
+    // variables' structs (null-checked); it is copied into the Vec at once,
+    // since defining a setting may reallocate it. Single-threaded process, no
+    // setting defined during the copy.
     unsafe {
         #[cfg(feature = "pg15")]
         let (vars, n) = (pg_sys::get_guc_variables(), pg_sys::GetNumConfigOptions());
@@ -94,6 +101,10 @@ fn variables() -> Vec<*mut pg_sys::config_generic> {
 }
 
 fn name_of(var: *mut pg_sys::config_generic) -> String {
+    // SAFETY: relies on: callers pass a non-null pointer from `variables()`
+    // whose struct is still alive (no setting defined since, which frees
+    // placeholders); a variable's name is a NUL-terminated string it owns,
+    // copied here at once.
     unsafe { CStr::from_ptr((*var).name) }
         .to_string_lossy()
         .into_owned()
@@ -115,12 +126,17 @@ fn is_ours(name: &str) -> bool {
 /// starts the old cluster in binary-upgrade mode too, but only the new one
 /// with `-c fsync=off`, see its `start_postmaster`).
 pub fn is_upgrade_target() -> bool {
+    // SAFETY: IsBinaryUpgrade and enableFsync are plain bool globals, set
+    // from the command line and settings at start; read in this
+    // single-threaded process.
     if !unsafe { pg_sys::IsBinaryUpgrade } || unsafe { pg_sys::enableFsync } {
         return false;
     }
     variables().into_iter().any(|var| {
         !var.is_null()
             && name_of(var) == "fsync"
+            // SAFETY: `var` is a non-null (checked) pointer just taken from
+            // `variables()`, a live struct: nothing defines a setting meanwhile.
             && unsafe { (*var).source } == pg_sys::GucSource::PGC_S_ARGV
     })
 }
@@ -131,10 +147,16 @@ fn given_values() -> Vec<Given> {
         .filter(|&var| !var.is_null())
         .filter_map(|var| {
             let name = name_of(var);
+            // SAFETY: `var` is a non-null (filtered) pointer just taken from
+            // `variables()`; `define` calls this before any setting is defined, so
+            // no placeholder has been freed yet.
             let placeholder = unsafe { (*var).flags } as u32 & pg_sys::GUC_CUSTOM_PLACEHOLDER != 0;
             if !placeholder || !is_ours(&name) {
                 return None;
             }
+            // SAFETY: the name is the live variable's NUL-terminated name; with
+            // missing_ok = true GetConfigOption returns null (checked) or a
+            // NUL-terminated value, copied at once before anything can change it.
             let value = unsafe {
                 let v = pg_sys::GetConfigOption((*var).name, true, false);
                 if v.is_null() {
@@ -143,6 +165,8 @@ fn given_values() -> Vec<Given> {
                     CStr::from_ptr(v).to_string_lossy().into_owned()
                 }
             };
+            // SAFETY: `var` is live (see above); `sourcefile` is null (checked) or
+            // a NUL-terminated string the variable owns, copied at once.
             let place = unsafe {
                 if (*var).sourcefile.is_null() {
                     String::new()
@@ -169,6 +193,8 @@ fn check_given(given: &[Given]) {
     for g in given {
         let var = defined.iter().copied().find(|&var| {
             !var.is_null()
+                // SAFETY: `var` is non-null (checked) and from a `variables()` taken
+                // after the settings were defined, with none defined since.
                 && unsafe { (*var).flags } as u32 & pg_sys::GUC_CUSTOM_PLACEHOLDER == 0
                 && name_of(var).eq_ignore_ascii_case(&g.name)
         });
@@ -178,6 +204,8 @@ fn check_given(given: &[Given]) {
                 place: g.place.clone(),
                 names: NAMES,
             }),
+            // SAFETY: `var` was found above in that same `variables()` list, non-null
+            // and live.
             Some(var) if unsafe { (*var).source } == pg_sys::GucSource::PGC_S_DEFAULT => {
                 errors::stop(Error::SettingValueNotTaken {
                     name: name_of(var),
@@ -308,13 +336,17 @@ pub fn config() -> Option<&'static Config> {
 /// threaded, and PostgreSQL only changes the value between statements).
 #[inline]
 pub fn max_clock_drift_ms() -> u64 {
-    // SAFETY: the pointer is to a static that PostgreSQL updates in place.
+    // SAFETY: the pointer is to a static that PostgreSQL updates in place,
+    // in this same single-threaded process (when it applies a setting), so
+    // the read races with nothing; any i32 is a valid value.
     unsafe { *MAX_CLOCK_DRIFT.as_ptr() }.max(0) as u64
 }
 
 /// `snowflake_id.lease_sync`, as this process last read it.
 pub fn lease_sync() -> bool {
-    // SAFETY: the pointer is to a static that PostgreSQL updates in place.
+    // SAFETY: the pointer is to a static that PostgreSQL updates in place,
+    // in this same single-threaded process (when it applies a setting), so
+    // the read races with nothing; PostgreSQL stores only true or false.
     unsafe { *LEASE_SYNC.as_ptr() }
 }
 
@@ -388,6 +420,9 @@ mod tests {
 /// The data directory (`data_directory`): where the lease and the other
 /// files of the extension live.
 pub fn data_dir() -> PathBuf {
+    // SAFETY: DataDir is a process-local global, null (checked) or the data
+    // directory's NUL-terminated path, set at process start and never freed
+    // while the process runs; it is copied at once.
     unsafe {
         if pg_sys::DataDir.is_null() {
             PathBuf::from(".")

@@ -132,6 +132,13 @@ pub struct Shared {
     lease_raised: pg_sys::ConditionVariable,
 }
 
+// Process-local, like all of a PostgreSQL process's globals: a server
+// process is single-threaded. The PREV_* hooks are saved by `request` in
+// `_PG_init` while the postmaster preloads the library, before any child is
+// forked; SHARED is set by the startup hook in the postmaster (again after a
+// crash restart re-creates shared memory) and inherited by every child on
+// fork (under EXEC_BACKEND each child runs the hook itself). Every process
+// only reads them after that.
 static mut SHARED: *mut Shared = std::ptr::null_mut();
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
@@ -139,6 +146,11 @@ static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 /// Registers the hooks that reserve and create the shared state. Called from
 /// `_PG_init` while preloading, after the settings were validated.
 pub fn request() {
+    // SAFETY: `_PG_init` calls this only while shared_preload_libraries is
+    // processed (in the postmaster or a standalone backend; under
+    // EXEC_BACKEND in each child at its start): single-threaded, before the
+    // hooks can run, so nothing reads the hook variables while they are
+    // swapped. The previous hooks are saved first and chained by ours.
     unsafe {
         // PostgreSQL 15 and later reserve shared memory in this hook only.
         PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
@@ -149,6 +161,9 @@ pub fn request() {
 }
 
 unsafe fn reserve() {
+    // SAFETY: called only from the shmem_request hook, the one place where
+    // PostgreSQL 15 and later accept RequestAddinShmemSpace and
+    // RequestNamedLWLockTranche; the tranche name is a 'static C string.
     unsafe {
         pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>());
         pg_sys::RequestAddinShmemSpace(horizon::request_size());
@@ -161,6 +176,11 @@ unsafe fn reserve() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn shmem_request() {
+    // SAFETY: PostgreSQL calls this hook once per process that sizes shared
+    // memory (the postmaster, a standalone backend), single-threaded;
+    // PREV_SHMEM_REQUEST_HOOK was saved by `request` before the hook was
+    // installed. `prev()` is a C function called without pgrx's FFI guard: an
+    // ERROR from it longjmps through this frame, which owns nothing to drop.
     unsafe {
         if let Some(prev) = PREV_SHMEM_REQUEST_HOOK {
             prev();
@@ -171,6 +191,19 @@ unsafe extern "C-unwind" fn shmem_request() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn shmem_startup() {
+    // SAFETY: PostgreSQL runs this hook whenever it creates shared memory, in
+    // the postmaster (or a standalone backend), single-threaded and with no
+    // other process attached (an EXEC_BACKEND child only finds the struct);
+    // AddinShmemInitLock is taken as pg_stat_statements does. Relies on:
+    // AddinShmemInitLock being MainLWLockArray[21] (lwlocklist.h of
+    // PostgreSQL 15 to 19; the C macro cannot be called from Rust).
+    // ShmemInitStruct returns a block of size_of::<Shared>() aligned to
+    // PG_CACHE_LINE_SIZE (128, enough for Shared's alignment) or raises an
+    // ERROR, never null; when not found it is fully written before the first
+    // reference to it is made. The named tranche holds the 3 LWLocks
+    // requested in `reserve`, so `.add(1)` and `.add(2)` stay inside it.
+    // `prev()`, called without pgrx's FFI guard, runs before anything here
+    // needs dropping.
     unsafe {
         if let Some(prev) = PREV_SHMEM_STARTUP_HOOK {
             prev();
@@ -372,6 +405,10 @@ fn record_identity(dir: &std::path::Path) {
 /// `pg_control`'s database system identifier (valid in the postmaster once
 /// shared memory exists, and in every process after).
 fn system_identifier() -> u64 {
+    // SAFETY: GetSystemIdentifier takes no argument and reads pg_control's copy
+    // in shared memory, set up before the shared memory startup hook runs and
+    // kept for the server's life. Relies on: no caller before shared memory
+    // exists (callers: the postmaster's startup hook, then backends).
     unsafe { pg_sys::GetSystemIdentifier() }
 }
 
@@ -436,6 +473,10 @@ fn hold(shared: &mut Shared, kind: Blocked, why: &str) {
 
 /// The shared state, or `None` when the library was not preloaded.
 pub fn shared() -> Option<&'static Shared> {
+    // SAFETY: SHARED is written only by the startup hook, before any child is
+    // forked, and only read afterwards (single-threaded process); it is null or
+    // points to the Shared struct created there, which lives in shared memory
+    // as long as the process, so a 'static shared reference is valid.
     unsafe { SHARED.as_ref() }
 }
 
@@ -474,11 +515,18 @@ struct LockGuard(*mut pg_sys::LWLock);
 
 impl LockGuard {
     fn exclusive(lock: *mut pg_sys::LWLock) -> Self {
+        // SAFETY: relies on: `lock` being one of the extension's LWLocks from its
+        // named tranche in shared memory (every caller passes `Shared::lock`),
+        // valid as long as the process. Released by Drop (also when an ERROR,
+        // turned into a panic by pgrx's FFI guard, unwinds), or by PostgreSQL's
+        // LWLockReleaseAll in its error cleanup.
         unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
         LockGuard(lock)
     }
 
     fn shared(lock: *mut pg_sys::LWLock) -> Self {
+        // SAFETY: as in `exclusive`: relies on `lock` being `Shared::lock`, which
+        // lives in shared memory as long as the process; released by Drop.
         unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED) };
         LockGuard(lock)
     }
@@ -486,6 +534,9 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
+        // SAFETY: self.0 is the LWLock taken in the constructor, in shared memory;
+        // it is released only if this process still holds it (PostgreSQL's error
+        // cleanup may have released it first).
         unsafe {
             if pg_sys::LWLockHeldByMe(self.0) {
                 pg_sys::LWLockRelease(self.0);
@@ -521,6 +572,10 @@ impl Shared {
     /// reference no longer than the lock.
     #[allow(clippy::mut_from_ref)]
     unsafe fn guarded(&self) -> &mut Guarded {
+        // SAFETY: the caller holds `self.lock` exclusively (this function's
+        // contract), so no other process writes or reads the fields, and no other
+        // reference in this process is used, while the returned one lives;
+        // UnsafeCell allows the mutation behind `&self`.
         unsafe { &mut *self.guarded.get() }
     }
 
@@ -530,18 +585,24 @@ impl Shared {
     /// # Safety
     /// The caller holds `self.lock`, and keeps the reference no longer.
     unsafe fn guarded_ref(&self) -> &Guarded {
+        // SAFETY: the caller holds `self.lock` in some mode (this function's
+        // contract), so no process writes the fields while the reference lives.
         unsafe { &*self.guarded.get() }
     }
 
     /// The lease written under another configuration, if one blocks.
     pub fn recorded(&self) -> Option<LeaseRecord> {
         let _guard = LockGuard::shared(self.lock);
+        // SAFETY: `_guard` holds self.lock (shared) until the function returns;
+        // the field is copied out before that.
         unsafe { self.guarded_ref() }.recorded
     }
 
     /// The lease a corrupt lease file seems to hold (ms since 1970).
     pub fn seeming_lease_unix_ms(&self) -> Option<i64> {
         let _guard = LockGuard::shared(self.lock);
+        // SAFETY: `_guard` holds self.lock (shared) until the function returns;
+        // the field is copied out before that.
         unsafe { self.guarded_ref() }.seeming_lease_unix_ms
     }
 
@@ -568,6 +629,8 @@ impl Shared {
     /// Why generation is blocked, for the blocks that carry a message.
     pub fn message(&self) -> String {
         let _guard = LockGuard::shared(self.lock);
+        // SAFETY: `_guard` holds self.lock (shared) until the function returns;
+        // message_text copies the buffer out before that.
         message_text(&unsafe { self.guarded_ref() }.message)
     }
 
@@ -666,6 +729,13 @@ impl Shared {
         self.lease_requested.fetch_max(until_ms, Ordering::AcqRel);
         let failures = self.worker_failures.load(Ordering::Acquire);
         let cv = (&raw const self.lease_raised).cast_mut();
+        // SAFETY: `cv` is this struct's condition variable in shared memory,
+        // initialised by ConditionVariableInit when the struct was created; called
+        // in a backend (it has a PGPROC). The sleep is cancelled below, or by
+        // AbortTransaction's ConditionVariableCancelSleep when an ERROR (a cancel)
+        // ends the wait. Relies on: no Rust code reading `lease_raised`, since C
+        // writes through a pointer derived from `&self` to a field that is not
+        // in an UnsafeCell.
         unsafe { pg_sys::ConditionVariablePrepareToSleep(cv) };
         // Seconds in a row without a lease worker to ask.
         let mut without_worker = 0;
@@ -689,10 +759,15 @@ impl Shared {
                 }
             } else {
                 without_worker = 0;
+                // SAFETY: a non-null `latch` is the lease worker's MyLatch, the latch of
+                // its PGPROC in shared memory, which outlives the worker: should it have
+                // exited meanwhile, the wake-up reaches at worst the PGPROC's next owner.
                 unsafe { pg_sys::SetLatch(latch) };
             }
             // Wakes up every second to wake the worker again, should it
             // have restarted meanwhile (and at once on a reload's signal).
+            // SAFETY: the sleep on `cv` was prepared above; called in a backend, where
+            // pgrx's FFI guard turns an interrupt's ERROR into a Rust panic.
             unsafe {
                 pg_sys::ConditionVariableTimedSleep(cv, 1000, pg_sys::PG_WAIT_EXTENSION);
             }
@@ -700,6 +775,11 @@ impl Shared {
             // worker is stuck in its wait, and a backend reads a reload
             // only between statements; this wait reads it now, so that the
             // operator's way out works without cancelling every session.
+            // SAFETY: ConfigReloadPending is a sig_atomic_t global that the SIGHUP
+            // handler sets in this same single-threaded process; volatile accesses are
+            // how PostgreSQL itself reads and clears it, and ProcessConfigFile is how
+            // it applies the reload (here inside a statement, not at PostgresMain's
+            // idle point).
             unsafe {
                 if std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 {
                     std::ptr::write_volatile(&raw mut pg_sys::ConfigReloadPending, 0);
@@ -710,11 +790,15 @@ impl Shared {
                 break Ok(false);
             }
         };
+        // SAFETY: ends the sleep prepared above; no argument, no precondition.
         unsafe { pg_sys::ConditionVariableCancelSleep() };
         result
     }
 
     fn wake_waiters(&self) {
+        // SAFETY: `lease_raised` is the condition variable initialised with the
+        // struct in shared memory; ConditionVariableBroadcast takes its spinlock
+        // itself, from any process attached to shared memory.
         unsafe { pg_sys::ConditionVariableBroadcast((&raw const self.lease_raised).cast_mut()) };
     }
 
@@ -736,6 +820,8 @@ impl Shared {
         // Never below what the file already holds under this configuration:
         // with lease_sync just switched, the worker may have written a
         // larger lease that is not raised in memory yet.
+        // SAFETY: the caller holds self.lock exclusively (this function's
+        // contract); the field is copied out at once.
         if let Some(persisted) = unsafe { self.guarded() }.persisted {
             if persisted.differences(&record).is_empty() {
                 record.lease_until_unix_ms = record
@@ -747,6 +833,8 @@ impl Shared {
             self.lease_failures.fetch_add(1, Ordering::Relaxed);
             GenerateError::Lease(e.to_string())
         })?;
+        // SAFETY: the caller holds self.lock exclusively; the reference lives for
+        // this one assignment.
         unsafe { self.guarded() }.persisted = Some(record);
         let end = wal::log_lease(&record);
         self.generator
@@ -779,6 +867,9 @@ impl Shared {
     /// WARNINGs, never as an ERROR.
     pub fn replay_lease(&self, config: &Config, record: &LeaseRecord) {
         let _guard = LockGuard::exclusive(self.lock);
+        // SAFETY: `_guard` holds self.lock exclusively. `guarded` is last used
+        // before `_guard` is dropped in the Err arm below (replay_failed then
+        // takes the lock and its own reference).
         let guarded = unsafe { self.guarded() };
         let plan = plan_replay(
             &current_record(config, 0),
@@ -827,6 +918,8 @@ impl Shared {
     /// of the clock (above every ID the old primary can have issued).
     pub fn replay_failed(&self, text: &str) {
         let _guard = LockGuard::exclusive(self.lock);
+        // SAFETY: `_guard` holds self.lock exclusively; the reference lives for
+        // this call.
         set_message(&mut unsafe { self.guarded() }.message, text);
         self.blocked
             .store(Blocked::ReplayFailed as u32, Ordering::Release);
@@ -853,6 +946,8 @@ impl Shared {
         max_drift_ms: u64,
     ) -> Result<String, Refusal> {
         let _guard = LockGuard::exclusive(self.lock);
+        // SAFETY: RecoveryInProgress takes no argument and reads shared memory this
+        // process is attached to.
         if unsafe { pg_sys::RecoveryInProgress() } {
             return Err(Refusal::InRecovery);
         }
@@ -863,8 +958,10 @@ impl Shared {
             }
             Blocked::LeaseCorrupt | Blocked::LeaseUnreadable | Blocked::ReplayFailed => {
                 return Err(Refusal::LeaseUnusable(message_text(
+                    // SAFETY: `_guard` holds self.lock exclusively; the message is copied
+                    // out at once.
                     &unsafe { self.guarded() }.message,
-                )))
+                )));
             }
             Blocked::ConfigChanged | Blocked::Copied | Blocked::LeaseMissingAfterUpgrade => {}
         }
@@ -875,6 +972,8 @@ impl Shared {
         // missing lease can have covered.
         let mut floor_ms = None;
         let mut old_max_id = None;
+        // SAFETY: `_guard` holds self.lock exclusively; the field is copied out
+        // at once.
         match (blocked, unsafe { self.guarded() }.recorded) {
             (Blocked::ConfigChanged, None) => {
                 return Err(Refusal::LeaseUnusable(
@@ -916,6 +1015,8 @@ impl Shared {
         if blocked == Blocked::Copied {
             accepted.push(format!(
                 "this server is a copy ({}); it issues IDs as the only server with its node id, starting snowflake_id.max_clock_drift ahead of the clock",
+                // SAFETY: `_guard` holds self.lock exclusively; the message is copied
+                // out at once.
                 message_text(&unsafe { self.guarded() }.message)
             ));
         }

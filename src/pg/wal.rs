@@ -31,6 +31,13 @@ pub const RMGR_ID: u8 = pg_sys::RM_EXPERIMENTAL_ID as u8;
 /// (the callers issue IDs, which a server in recovery refuses first).
 pub fn log_lease(record: &LeaseRecord) -> pg_sys::XLogRecPtr {
     let bytes = lease_wal::encode(record);
+    // SAFETY: the WAL insertion protocol in one process: XLogBeginInsert,
+    // one XLogRegisterData of `bytes`, which lives until XLogInsert has copied
+    // it (the cast to *mut only matches older signatures: PostgreSQL never
+    // writes through it), then XLogInsert for the resource manager registered
+    // in `_PG_init`, and XLogFlush of the record's end. Relies on: not being in
+    // recovery (see above; XLogBeginInsert raises an ERROR there, which pgrx's
+    // FFI guard turns into a panic that releases the callers' LWLock guard).
     unsafe {
         pg_sys::XLogBeginInsert();
         #[cfg(feature = "pg15")]
@@ -52,6 +59,11 @@ pub fn log_lease(record: &LeaseRecord) -> pg_sys::XLogRecPtr {
 /// for another reason (shutdown) returns `false`, and the caller must not
 /// raise the lease. Called by the lease worker only, holding no LWLock.
 pub fn wait_for_sync_standbys(end: pg_sys::XLogRecPtr) -> bool {
+    // SAFETY: InterruptHoldoffCount is this process's global counter
+    // (single-threaded), raised and lowered around the call as HOLD_INTERRUPTS
+    // and RESUME_INTERRUPTS do; SyncRepWaitForLSN runs in the lease worker, a
+    // process with a PGPROC, holding no LWLock. If it raised an ERROR, the
+    // worker's error exit makes the counter moot.
     unsafe {
         // PostgreSQL requires interrupts held (HOLD_INTERRUPTS) around the
         // wait, as at commit: it checks ProcDiePending itself and ends the
@@ -67,6 +79,12 @@ pub fn wait_for_sync_standbys(end: pg_sys::XLogRecPtr) -> bool {
 /// Whether the synchronous standbys have flushed the WAL up to `end`, or
 /// none is configured.
 fn sync_standbys_have(end: pg_sys::XLogRecPtr) -> bool {
+    // SAFETY: SyncRepStandbyNames (a GUC's NUL-terminated string, null-checked)
+    // and max_wal_senders are process-local globals; WalSndCtl is null
+    // (checked) or PostgreSQL's struct in shared memory, which lives as long as
+    // the process, and `lsn` has NUM_SYNC_REP_WAIT_MODE entries, of which
+    // SYNC_REP_WAIT_FLUSH is one. The unlocked volatile read is discussed
+    // below.
     unsafe {
         // No synchronous standby can exist without WAL senders: then
         // PostgreSQL's own commits wait for no one either.

@@ -83,6 +83,15 @@ fn snowflake_next_batch_array(n: i32) -> IdArray {
     const HEADER: usize = (std::mem::size_of::<pg_sys::ArrayType>() + 2 * 4 + 7) & !7;
     let count = checked_count(n) as usize;
     let size = HEADER + count * 8;
+    // SAFETY: palloc_extended with flags 0 returns `size` bytes, MAXALIGNed,
+    // in the current memory context (this call's), or raises an ERROR, never
+    // null; `size` stays below MaxAllocSize since checked_count caps a batch
+    // at MAX_BATCH (100,000,000 IDs, 800 MB). Every write stays inside it:
+    // the ArrayType struct and the two dimension words right after it lie
+    // within HEADER (ARR_OVERHEAD_NONULLS(1), a multiple of 8, so the i64
+    // elements are aligned), followed by at most `count` elements
+    // (`take(count)`). The header is complete before the pointer is returned;
+    // if issuing raises an ERROR, the memory context frees the array.
     unsafe {
         // Up to 1 GB - 1 without MCXT_ALLOC_HUGE: the largest batch
         // (100,000,000 IDs) takes 800 MB, and a varlena cannot be larger.
@@ -123,9 +132,14 @@ unsafe impl SqlTranslatable for IdArray {
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> = <Vec<i64> as SqlTranslatable>::RETURN_SQL;
 }
 
-// SAFETY: returns the array's pointer as the function's datum.
+// SAFETY: returns the array's pointer as the function's datum: a palloc'd
+// `bigint[]` varlena in the call's memory context, what SqlTranslatable
+// above declares, never null.
 unsafe impl BoxRet for IdArray {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        // SAFETY: self.0 is the array built by snowflake_next_batch_array:
+        // a complete, non-null varlena in this call's memory context, a valid
+        // datum of the declared result type `bigint[]`.
         unsafe { fcinfo.return_raw_datum(pg_sys::Datum::from(self.0)) }
     }
 }

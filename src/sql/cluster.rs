@@ -33,7 +33,9 @@ fn snowflake_node_info() -> TableIterator<
 > {
     let (config, _) = ready();
     let layout = &config.layout;
-    // SAFETY: plain reads of server state, valid in any backend.
+    // SAFETY: plain reads of server state, valid in any backend: neither
+    // function takes an argument, and both read shared memory this backend
+    // is attached to (pg_control's copy, the recovery state).
     let (in_recovery, system_identifier) =
         unsafe { (pg_sys::RecoveryInProgress(), pg_sys::GetSystemIdentifier()) };
     TableIterator::once((

@@ -17,6 +17,9 @@ use pgrx::prelude::*;
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_accept_configuration() -> String {
     let (config, shared) = ready();
+    // SAFETY: superuser() takes no argument and checks the current user in
+    // this backend, inside the transaction of this SQL function's call (its
+    // catalog lookup may raise an ERROR, which pgrx's FFI guard handles).
     if !unsafe { pg_sys::superuser() } {
         raise(Error::NotSuperuser);
     }

@@ -33,16 +33,26 @@ impl FromDatum for RegClass {
         is_null: bool,
         typoid: pg_sys::Oid,
     ) -> Option<Self> {
+        // SAFETY: per FromDatum's contract, `datum` and `is_null` are an argument
+        // of type `regclass`, an Oid passed by value, which is how Oid's own
+        // impl reads it.
         unsafe { pg_sys::Oid::from_polymorphic_datum(datum, is_null, typoid) }.map(RegClass)
     }
 }
 
+// SAFETY: unboxes the argument through FromDatum above, as pgrx's own
+// by-value types do; the argument's SQL type is `regclass` (see
+// SqlTranslatable below), an Oid.
 unsafe impl<'fcx> ArgAbi<'fcx> for RegClass {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        // SAFETY: per this trait method's contract, `arg` is this function's
+        // argument of the type SqlTranslatable declares, `regclass`.
         unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(null_argument)
     }
 }
 
+// SAFETY: the SQL type is `regclass`, whose datum is an Oid, which is
+// what FromDatum above reads.
 unsafe impl SqlTranslatable for RegClass {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(RegClass);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
@@ -73,12 +83,19 @@ impl FromDatum for SqlName {
     }
 }
 
+// SAFETY: unboxes the argument through FromDatum above; the argument's SQL
+// type is `name` (see SqlTranslatable below), passed by reference to a
+// NameData.
 unsafe impl<'fcx> ArgAbi<'fcx> for SqlName {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        // SAFETY: per this trait method's contract, `arg` is this function's
+        // argument of the type SqlTranslatable declares, `name`.
         unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(null_argument)
     }
 }
 
+// SAFETY: the SQL type is `name`, whose datum points to a NameData, which
+// is what FromDatum above reads.
 unsafe impl SqlTranslatable for SqlName {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(SqlName);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
@@ -253,6 +270,8 @@ fn snowflake_convert_column(
     // taken after it: at READ COMMITTED each statement takes a new one; a
     // REPEATABLE READ or SERIALIZABLE transaction keeps the one it took
     // first, which may miss rows committed before the lock.
+    // SAFETY: XactIsoLevel is this backend's plain int global (single-threaded
+    // process), set for the current transaction.
     if !dry_run && unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
         raise(Error::ConvertNeedsReadCommitted);
     }

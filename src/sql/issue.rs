@@ -34,6 +34,11 @@ pub extern "C" fn pg_finfo_snowflake_next_wrapper() -> &'static pg_sys::Pg_finfo
 }
 
 /// `snowflake_next()` as PostgreSQL calls it.
+///
+/// # Safety
+/// Called only by PostgreSQL's function manager, for a call of this
+/// function, with the valid `fcinfo` of that call (the version-1 convention
+/// that [`pg_finfo_snowflake_next_wrapper`] declares).
 #[pg_guard]
 #[no_mangle]
 #[doc(hidden)]
@@ -41,7 +46,8 @@ pub unsafe extern "C-unwind" fn snowflake_next_wrapper(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
     let id = snowflake_next();
-    // SAFETY: PostgreSQL passes a valid fcinfo.
+    // SAFETY: per this function's contract, `fcinfo` is the valid
+    // FunctionCallInfo of this call, whose `isnull` is this function's to set.
     unsafe { (*fcinfo).isnull = false };
     pg_sys::Datum::from(id)
 }

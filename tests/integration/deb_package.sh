@@ -8,7 +8,8 @@
 #      server's directories first, and put back at the end, also when the
 #      test fails; no snowflake_id file is left there meanwhile.
 #   2. The previous release's package (sql/releases: its commit, built by
-#      scripts/package.sh --git-rev) installs with apt-get; a fresh cluster
+#      scripts/package.sh --git-rev with this tree's pgrx, a debug build)
+#      installs with apt-get; a fresh cluster
 #      preloads it, CREATE EXTENSION gives that version, and IDs are issued.
 #      (On 19, which no earlier release supports: this version's package
 #      installs, CREATE EXTENSION gives this version, IDs are issued.)
@@ -28,6 +29,7 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
+[ "$(id -u)" -eq 0 ] || fail "deb_package installs packages with apt-get: run it as root"
 # ROOTFS: where Debian's packages of this server are installed: / for 15,
 # the sid root for 19 (PG_BIN is ROOTFS/usr/lib/postgresql/NN/bin).
 case $PG_BIN in
@@ -50,8 +52,11 @@ read -r prev_version prev_commit < <(
     while read -r v c; do [ "$v" != "$version" ] && printf '%s %s\n' "$v" "$c"; done |
     sort -V | tail -1)
 [ -n "${prev_commit:-}" ] || fail "sql/releases names no release before $version"
+git cat-file -e "$prev_commit^{commit}" 2>/dev/null ||
+  fail "$prev_commit ($prev_version) is not a commit of this clone (a shallow clone lacks old commits: git fetch --unshallow)"
 # Did that release support this major? (A feature pgNN in its Cargo.toml.)
-git show "$prev_commit:Cargo.toml" 2>/dev/null | grep -q "^pg$PG_MAJOR = " || prev_commit=""
+prev_toml=$(git show "$prev_commit:Cargo.toml")
+grep -q "^pg$PG_MAJOR = " <<<"$prev_toml" || prev_commit=""
 
 # --- the packages
 if [ -n "$prev_commit" ]; then
@@ -123,28 +128,28 @@ pass "apt-get install of $(basename "${prev_deb:-$cur_deb}"): CREATE EXTENSION g
 
 # --- 3. the upgrade
 if [ -n "$prev_commit" ]; then
-apt_install "$cur_deb"
-installed_as "$version-1" || fail "dpkg does not list $PKG $version-1 as installed after the upgrade"
-# The library is preloaded: the new one is loaded at the restart.
-cluster_stop pkg
-cluster_start pkg || fail "the cluster did not start with the upgraded package's library"
-postmaster=$(head -1 "$(cluster_dir pkg)/postmaster.pid")
-grep -q "$LIBDIR/snowflake_id.so" "/proc/$postmaster/maps" || fail "the server did not load $LIBDIR/snowflake_id.so"
-# Before the update: the old catalog with the new library.
-[ "$(sql_value pkg "SELECT ids_issued >= 0 AND node_id = 12 FROM snowflake_stats()")" = t ] ||
-  fail "snowflake_stats() of the $prev_version catalog does not work with the $version library"
-psql_on pkg -c "INSERT INTO t (v) SELECT 2 FROM generate_series(1, 5000)"
-psql_on pkg -c "ALTER EXTENSION snowflake_id UPDATE"
-[ "$(sql_value pkg "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")" = "$version" ] ||
-  fail "ALTER EXTENSION snowflake_id UPDATE did not reach $version"
-[ "$(sql_value pkg "SELECT issuing_held IS NULL AND lease_failures = 0 FROM snowflake_stats()")" = t ] ||
-  fail "snowflake_stats() of $version does not show its new columns"
-psql_on pkg -c "INSERT INTO t (v) SELECT 3 FROM generate_series(1, 5000)"
-[ "$(sql_value pkg "SELECT count(*) = count(DISTINCT id) AND count(*) = 15000 FROM t")" = t ] || fail "IDs repeated across the upgrade"
-[ "$(sql_value pkg "SELECT (SELECT min(id) FROM t WHERE v = 2) > (SELECT max(id) FROM t WHERE v = 1)
-                       AND (SELECT min(id) FROM t WHERE v = 3) > (SELECT max(id) FROM t WHERE v = 2)")" = t ] ||
-  fail "IDs after the upgrade are not above those before it"
-pass "apt-get install of $(basename "$cur_deb") upgrades $prev_version: the old catalog works after the restart, ALTER EXTENSION UPDATE gives $version, 15000 IDs in order, none twice"
+  apt_install "$cur_deb"
+  installed_as "$version-1" || fail "dpkg does not list $PKG $version-1 as installed after the upgrade"
+  # The library is preloaded: the new one is loaded at the restart.
+  cluster_stop pkg
+  cluster_start pkg || fail "the cluster did not start with the upgraded package's library"
+  postmaster=$(head -1 "$(cluster_dir pkg)/postmaster.pid")
+  grep -qF "$(readlink -f "$LIBDIR")/snowflake_id.so" "/proc/$postmaster/maps" || fail "the server did not load $LIBDIR/snowflake_id.so"
+  # Before the update: the old catalog with the new library.
+  [ "$(sql_value pkg "SELECT ids_issued >= 0 AND node_id = 12 FROM snowflake_stats()")" = t ] ||
+    fail "snowflake_stats() of the $prev_version catalog does not work with the $version library"
+  psql_on pkg -c "INSERT INTO t (v) SELECT 2 FROM generate_series(1, 5000)"
+  psql_on pkg -c "ALTER EXTENSION snowflake_id UPDATE"
+  [ "$(sql_value pkg "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")" = "$version" ] ||
+    fail "ALTER EXTENSION snowflake_id UPDATE did not reach $version"
+  [ "$(sql_value pkg "SELECT issuing_held IS NULL AND lease_failures = 0 FROM snowflake_stats()")" = t ] ||
+    fail "snowflake_stats() of $version does not show its new columns"
+  psql_on pkg -c "INSERT INTO t (v) SELECT 3 FROM generate_series(1, 5000)"
+  [ "$(sql_value pkg "SELECT count(*) = count(DISTINCT id) AND count(*) = 15000 FROM t")" = t ] || fail "IDs repeated across the upgrade"
+  [ "$(sql_value pkg "SELECT (SELECT min(id) FROM t WHERE v = 2) > (SELECT max(id) FROM t WHERE v = 1)
+                         AND (SELECT min(id) FROM t WHERE v = 3) > (SELECT max(id) FROM t WHERE v = 2)")" = t ] ||
+    fail "IDs after the upgrade are not above those before it"
+  pass "apt-get install of $(basename "$cur_deb") upgrades $prev_version: the old catalog works after the restart, ALTER EXTENSION UPDATE gives $version, 15000 IDs in order, none twice"
 fi
 
 # --- 4. removal

@@ -82,6 +82,11 @@ fn api() -> Result<&'static Api, String> {
 /// Where the server's libraries are (`pg_config --libdir`, relocated).
 fn server_libdir() -> Option<String> {
     let mut buf = vec![0 as c_char; pg_sys::MAXPGPATH as usize];
+    // SAFETY: my_exec_path is a process-local char[MAXPGPATH] global, set when
+    // the process started (NUL-terminated; empty when unset, which is
+    // checked). get_lib_path writes at most MAXPGPATH bytes, NUL-terminated,
+    // into `buf`, which has exactly that size, and CStr::from_ptr reads it
+    // before `buf` is dropped.
     unsafe {
         let exec = (&raw const pg_sys::my_exec_path).cast::<c_char>();
         if *exec == 0 {
@@ -103,12 +108,18 @@ fn load() -> Result<Api, String> {
     let mut tried = Vec::new();
     let handle = candidates.iter().find_map(|path| {
         let c = CString::new(path.as_str()).ok()?;
+        // SAFETY: `c` is a NUL-terminated path that outlives the call; dlopen
+        // runs in this single-threaded process, and the handle is never closed.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if h.is_null() {
+            // SAFETY: dlerror takes no argument; its message is read below before
+            // any other dl* call (single-threaded process).
             let why = unsafe { libc::dlerror() };
             let why = if why.is_null() {
                 String::new()
             } else {
+                // SAFETY: `why` is dlerror's non-null (checked), NUL-terminated
+                // message, valid until the next dl* call; it is copied at once.
                 unsafe { CStr::from_ptr(why) }
                     .to_string_lossy()
                     .into_owned()
@@ -124,6 +135,8 @@ fn load() -> Result<Api, String> {
     };
     macro_rules! sym {
         ($name:literal) => {{
+            // SAFETY: `handle` is the live handle dlopen returned (never closed),
+            // and the name is a NUL-terminated literal.
             let p = unsafe { libc::dlsym(handle, concat!($name, "\0").as_ptr().cast()) };
             if p.is_null() {
                 return Err(format!("libpq has no {}", $name));
@@ -180,6 +193,9 @@ pub enum OnShutdown {
 
 fn text(p: *const c_char) -> Option<String> {
     (!p.is_null()).then(|| {
+        // SAFETY: relies on: callers pass a pointer libpq returned (null is
+        // checked), NUL-terminated and valid until its connection or result is
+        // freed, which happens after this call; the text is copied at once.
         unsafe { CStr::from_ptr(p) }
             .to_string_lossy()
             .trim_end()
@@ -188,6 +204,9 @@ fn text(p: *const c_char) -> Option<String> {
 }
 
 fn shutting_down() -> bool {
+    // SAFETY: ProcDiePending is a sig_atomic_t global that the SIGTERM
+    // handler (`die`) sets in this same single-threaded process; a volatile
+    // read is how PostgreSQL reads it.
     unsafe { std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0 }
 }
 
@@ -199,12 +218,16 @@ pub struct Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        // SAFETY: `conn` is the non-null connection PQconnectStartParams returned
+        // (checked in `open`), owned by this value alone and freed only here.
         unsafe { (self.api.finish)(self.conn) };
     }
 }
 
 impl Connection {
     fn error(&self) -> String {
+        // SAFETY: `conn` is this value's live connection; PQerrorMessage returns
+        // a string it owns, which `text` copies at once.
         text(unsafe { (self.api.error_message)(self.conn) }).unwrap_or_default()
     }
 
@@ -218,10 +241,16 @@ impl Connection {
             if left.is_zero() {
                 return Err(format!("no answer within {} s", CALL_TIMEOUT.as_secs()));
             }
+            // SAFETY: `conn` is this value's live connection.
             let sock = unsafe { (self.api.socket)(self.conn) };
             if sock < 0 {
                 return Err(self.error());
             }
+            // SAFETY: MyLatch is this process's own latch (the lease worker's, the
+            // only process that opens connections); `sock` is the connection's
+            // socket, checked to be valid; WL_EXIT_ON_PM_DEATH ends the process
+            // rather than wait past the postmaster; an ERROR is turned into a Rust
+            // panic by pgrx's FFI guard, and Drop then closes the connection.
             let rc = unsafe {
                 pg_sys::WaitLatchOrSocket(
                     pg_sys::MyLatch,
@@ -235,6 +264,7 @@ impl Connection {
                 )
             };
             if rc as u32 & pg_sys::WL_LATCH_SET != 0 {
+                // SAFETY: MyLatch is this process's own latch.
                 unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
             }
             if rc as u32 & events != 0 {
@@ -259,6 +289,9 @@ impl Connection {
             c"snowflake_id lease".as_ptr(),
             std::ptr::null(),
         ];
+        // SAFETY: `keys` and `values` are null-terminated arrays of NUL-terminated
+        // strings ('static literals and `value`, which outlive the call; libpq
+        // copies them), of the same length as PQconnectStartParams requires.
         let conn = unsafe { (api.connect_start_params)(keys.as_ptr(), values.as_ptr(), 1) };
         if conn.is_null() {
             return Err("out of memory".into());
@@ -275,11 +308,14 @@ impl Connection {
                 }
                 _ => c.wait(pg_sys::WL_SOCKET_WRITEABLE, deadline, on_shutdown)?,
             }
+            // SAFETY: `c.conn` is the live connection `c` owns.
             poll = unsafe { (api.connect_poll)(c.conn) };
         }
+        // SAFETY: `c.conn` is the live connection `c` owns.
         if unsafe { (api.status)(c.conn) } != CONNECTION_OK {
             return Err(c.error());
         }
+        // SAFETY: `c.conn` is the live connection `c` owns.
         if unsafe { (api.set_nonblocking)(c.conn, 1) } != 0 {
             return Err(c.error());
         }
@@ -308,6 +344,11 @@ impl Connection {
             .map(|p| p.as_ref().map_or(std::ptr::null(), |p| p.as_ptr()))
             .collect();
         let api = self.api;
+        // SAFETY: `self.conn` is this value's live connection; `sql` and the
+        // parameters are NUL-terminated CStrings (null pointers for SQL NULL) that
+        // outlive the call, `ptrs` holds exactly ptrs.len() entries, and null
+        // types, lengths and formats mean text parameters, as libpq allows; libpq
+        // copies everything before it returns.
         let sent = unsafe {
             (api.send_query_params)(
                 self.conn,
@@ -324,6 +365,7 @@ impl Connection {
             return Err(unreachable(self.error()));
         }
         loop {
+            // SAFETY: `self.conn` is this value's live connection.
             match unsafe { (api.flush)(self.conn) } {
                 0 => break,
                 1 => self
@@ -335,23 +377,32 @@ impl Connection {
         let mut rows = Vec::new();
         let mut failure = None;
         loop {
+            // SAFETY: `self.conn` is this value's live connection.
             while unsafe { (api.is_busy)(self.conn) } != 0 {
                 self.wait(pg_sys::WL_SOCKET_READABLE, deadline, on_shutdown)
                     .map_err(unreachable)?;
+                // SAFETY: `self.conn` is this value's live connection.
                 if unsafe { (api.consume_input)(self.conn) } == 0 {
                     return Err(unreachable(self.error()));
                 }
             }
+            // SAFETY: `self.conn` is this value's live connection.
             let res = unsafe { (api.get_result)(self.conn) };
             if res.is_null() {
                 break;
             }
+            // SAFETY: `res` is the non-null result PQgetResult just returned, not
+            // cleared before the end of this iteration.
             let status = unsafe { (api.result_status)(res) };
             if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK {
+                // SAFETY: `res` is a live, non-null result.
                 let (n, m) = unsafe { ((api.ntuples)(res), (api.nfields)(res)) };
                 for i in 0..n {
                     rows.push(
                         (0..m)
+                            // SAFETY: `res` is a live result and `i` < ntuples, `j` <
+                            // nfields name one of its fields; `text` copies the value
+                            // before `res` is cleared.
                             .map(|j| unsafe {
                                 if (api.get_is_null)(res, i, j) != 0 {
                                     None
@@ -363,6 +414,8 @@ impl Connection {
                     );
                 }
             } else if failure.is_none() {
+                // SAFETY: `res` is a live result (the closure is called only before it
+                // is cleared); `text` copies the field at once.
                 let field = |f| text(unsafe { (api.result_error_field)(res, f) });
                 failure = Some(match field(PG_DIAG_SQLSTATE) {
                     Some(sqlstate) => CallError::Refused {
@@ -372,10 +425,13 @@ impl Connection {
                         hint: field(PG_DIAG_MESSAGE_HINT),
                     },
                     None => unreachable(
+                        // SAFETY: `res` is a live result; `text` copies the message at once.
                         text(unsafe { (api.result_error_message)(res) }).unwrap_or_default(),
                     ),
                 });
             }
+            // SAFETY: `res` came from PQgetResult and is cleared once, here; all
+            // that was read from it has been copied.
             unsafe { (api.clear)(res) };
         }
         match failure {

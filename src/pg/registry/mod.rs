@@ -88,6 +88,10 @@ pub struct ClaimState {
     message: UnsafeCell<[u8; MESSAGE_LEN]>,
 }
 
+// Process-local, like all of a PostgreSQL process's globals: a server
+// process is single-threaded. Set by `attach` in the postmaster's shared
+// memory startup hook (again after a crash restart), before any child is
+// forked, and inherited by every child, which only reads it.
 static mut STATE: *mut ClaimState = std::ptr::null_mut();
 /// Whether this server takes its node id from a registry: fixed at start
 /// (inherited by every process), so the hot path reads a plain static.
@@ -115,6 +119,12 @@ pub fn request_size() -> usize {
 /// Called from the shared-memory startup hook with `lock` from the
 /// extension's tranche.
 pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
+    // SAFETY: per this function's contract, called from the shared memory
+    // startup hook under AddinShmemInitLock, single-threaded, before any other
+    // process exists. ShmemInitStruct returns a block of size_of::<ClaimState>()
+    // bytes (the size `request_size` reserved), aligned to PG_CACHE_LINE_SIZE,
+    // or raises an ERROR; when not found it is fully written before STATE
+    // publishes it, and STATE is written before any child is forked.
     unsafe {
         let mut found = false;
         let state = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), request_size(), &mut found)
@@ -136,6 +146,10 @@ pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
 }
 
 fn state() -> Option<&'static ClaimState> {
+    // SAFETY: STATE is written only by `attach` in the startup hook, before any
+    // child is forked, and only read afterwards (single-threaded process); it
+    // is null or points to the ClaimState in shared memory, which lives as long
+    // as the process.
     unsafe { STATE.as_ref() }
 }
 
@@ -156,6 +170,10 @@ impl ClaimState {
     }
 
     pub fn message(&self) -> String {
+        // SAFETY: `self.lock` is the tranche's third LWLock, stored by `attach`;
+        // holding it in shared mode keeps every writer of `message` out while the
+        // reference made from the UnsafeCell lives, and message_text (a copy, no
+        // ERROR) runs before the release.
         unsafe {
             pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_SHARED);
             let text = message_text(&*self.message.get());
@@ -165,6 +183,10 @@ impl ClaimState {
     }
 
     fn set_message(&self, text: &str) {
+        // SAFETY: `self.lock` is the tranche's third LWLock, stored by `attach`;
+        // holding it exclusively makes this the only reference to `message` in any
+        // process while it lives, and set_message (a copy, no ERROR) runs before
+        // the release.
         unsafe {
             pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
             set_message(&mut *self.message.get(), text);
@@ -276,6 +298,9 @@ pub fn issuing_node() -> u64 {
         if !waiting_first {
             raise(no_node_error(state, phase));
         }
+        // SAFETY: called in a backend, whose MyLatch is its own latch;
+        // WL_EXIT_ON_PM_DEATH ends the process rather than wait past the
+        // postmaster, and an interrupt is handled by check_for_interrupts! below.
         unsafe {
             pg_sys::WaitLatch(
                 pg_sys::MyLatch,

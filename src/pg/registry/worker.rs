@@ -130,8 +130,13 @@ impl ClaimWorker {
             config.node_id.map(|n| n.to_string()),
             preferred.map(|n| n.to_string()),
             s(self.token.clone()),
+            // SAFETY: GetSystemIdentifier takes no argument and reads pg_control's
+            // copy in shared memory, which the lease worker is attached to.
             s(unsafe { pg_sys::GetSystemIdentifier() }.to_string()),
             s(host_name()),
+            // SAFETY: PostPortNumber is a plain int global, set from `port` when the
+            // postmaster started and inherited unchanged; a read in this
+            // single-threaded process.
             s(unsafe { pg_sys::PostPortNumber }.to_string()),
             s(data_dir().display().to_string()),
             s(holder_time_ms(config, shared).to_string()),
@@ -381,10 +386,16 @@ fn preferred_node(fleet: &str) -> Option<u64> {
 
 fn host_name() -> String {
     let mut buf = [0u8; 256];
+    // SAFETY: `buf` is a writable buffer of buf.len() bytes, which bounds
+    // what gethostname writes.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {
         return "unknown".into();
     }
+    // SAFETY: on success `buf` holds a NUL-terminated name. Relies on: the name
+    // being shorter than the buffer (Linux caps it at HOST_NAME_MAX, 64 bytes;
+    // POSIX leaves a truncated name unterminated). The buffer outlives the
+    // read, and the text is copied at once.
     unsafe { CStr::from_ptr(buf.as_ptr().cast()) }
         .to_string_lossy()
         .into_owned()
@@ -393,6 +404,8 @@ fn host_name() -> String {
 /// 128 random bits, as hex: the claim's secret.
 fn random_token() -> String {
     let mut bytes = [0u8; 16];
+    // SAFETY: `bytes` is a writable buffer of exactly bytes.len() bytes, the
+    // length pg_strong_random is told to fill.
     let ok = unsafe { pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
     if !ok {
         // Never expected; still distinct per process and moment.
