@@ -252,9 +252,8 @@ _pg_source() {
 }
 
 # The sid root's packages of PostgreSQL 19 (scripts/sources.sh): the IDs of
-# the pinned files, and the version they are.
-SF_PG19_DEBS=(pg19-server pg19-client pg19-libpq5)
-SF_PG19_HEADERS=pg19-headers
+# the pinned files (the server's, then its headers'), and their version.
+SF_PG19_DEBS=(pg19-server pg19-client pg19-libpq5 pg19-headers)
 SF_PG19_PINNED=19~rc1-1
 SF_DEBIAN_MIRROR=${SF_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
@@ -316,7 +315,7 @@ _pg_sid() {
     fi
   fi
   if [ $unpinned -eq 0 ]; then
-    for id in "${SF_PG19_DEBS[@]}" "$SF_PG19_HEADERS"; do
+    for id in "${SF_PG19_DEBS[@]}"; do
       f=$(fetch_source "$id") || return 1
       _pg_as_root cp "$f" "$debs/"
     done
