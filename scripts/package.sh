@@ -60,9 +60,8 @@ arch=$(dpkg --print-architecture)
 out="$ROOT/target/package"
 mkdir -p "$out"
 
-# An earlier commit: its sources from git, built in a directory and a target
-# directory of their own (nothing of this tree's build is touched), packed by
-# this script. A commit's packages never change, so they are kept in the
+# An earlier commit: its sources from git, built in a directory of their own
+# (in this tree's target directory: below), packed by this script. A commit's packages never change, so they are kept in the
 # cache of scripts/postgres.sh and built once per machine.
 if [ -n "$git_rev" ]; then
   commit=$(git -C "$ROOT" rev-parse --verify "$git_rev^{commit}" 2>/dev/null) ||
@@ -90,9 +89,25 @@ if [ -n "$git_rev" ]; then
       sed -i -E "s/^(pgrx(-tests)? = \")=?$old_pgrx\"/\1=$new_pgrx\"/" "$src/Cargo.toml"
       cp "$ROOT/Cargo.lock" "$src/Cargo.lock"
     fi
-    (cd "$src" && CARGO_TARGET_DIR="$ROOT/target/previous" PG_CONFIG="$PG_CONFIG" \
+    # In this tree's target directory, whose debug build of the same pgrx
+    # for the same server (cargo pgrx test's) it reuses: a build of the
+    # release's crate alone, half a minute instead of five on a bare
+    # machine. The crate's library files are not named by a hash (cdylib
+    # and lib in one unit), so the release's build overwrites this tree's
+    # target/debug/libsnowflake_id.so and .rlib while cargo still counts this
+    # tree's build as fresh: they are removed after it (also when it fails),
+    # so the next build of this tree makes them again.
+    target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
+    forget_previous_outputs() {
+      rm -f "$target_dir"/debug/libsnowflake_id.{so,rlib,d} "$target_dir"/debug/deps/libsnowflake_id.{so,rlib} \
+        "$target_dir"/debug/deps/snowflake_id.d
+    }
+    trap forget_previous_outputs EXIT
+    (cd "$src" && CARGO_TARGET_DIR="$target_dir" PG_CONFIG="$PG_CONFIG" \
       SF_PACKAGE_OUT="$src/out" SF_PACKAGE_DATE="$(git -C "$ROOT" log -1 --format=%aD "$commit")" SF_PACKAGE_DEBUG=1 \
       bash scripts/package.sh > /dev/null)
+    forget_previous_outputs
+    trap - EXIT
     rm -rf "$cache" && mkdir -p "$cache"
     cp "$src"/out/* "$cache/"
     touch "$cache/.done"
@@ -112,9 +127,12 @@ version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
 pkglibdir=$("$PG_CONFIG" --pkglibdir)
 sharedir=$("$PG_CONFIG" --sharedir)
 target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
-# SF_PACKAGE_DEBUG=1: a debug build (an earlier commit's package, built
-# above only to be upgraded from in the tests: the same files and install
-# script as its release build, in half the time on 2 cores).
+# SF_PACKAGE_DEBUG=1: a debug build, for tests only: an earlier commit's
+# package (above), the starting point of an upgrade test; and on 16 to 19
+# in scripts/test.sh, whose installed build is a debug build (the packages
+# are tested for their files, layout and installation, not their speed).
+# The same files and install script as the release build, in a fraction of
+# the time on 2 cores.
 profile=release package_args=()
 if [ "${SF_PACKAGE_DEBUG:-0}" = 1 ]; then profile=debug package_args=(--debug); fi
 staged="$target_dir/$profile/snowflake_id-pg$major"
