@@ -42,6 +42,10 @@ psql_on reg -f "${SF_REGISTRY_SQL:-$ROOT/registry/snowflake_registry.sql}" >/dev
 EPOCH=1735689600000   # 2025-01-01, the default epoch
 GRANT=30000
 psql_on reg <<SQL >/dev/null
+-- A fleet other than "default" is made by the owner (an older registry
+-- script made it at its first claim).
+DO \$\$ BEGIN IF to_regproc('snowflake_registry.create_fleet') IS NOT NULL THEN
+  PERFORM snowflake_registry.create_fleet('bench'); END IF; END \$\$;
 CREATE TABLE bench_claims (node_id int PRIMARY KEY, claim_id bigint, token text);
 -- A server's claim from the pool, as the lease worker makes it.
 CREATE FUNCTION bench_claim(p_server int) RETURNS void LANGUAGE sql AS \$\$

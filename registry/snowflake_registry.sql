@@ -52,6 +52,9 @@ REVOKE ALL ON SCHEMA snowflake_registry FROM PUBLIC;
 GRANT USAGE ON SCHEMA snowflake_registry TO snowflake_registry_client;
 
 -- One ID space: every server of a fleet has the fleet's epoch and layout.
+-- A fleet is created on purpose by the registry's owner (create_fleet();
+-- only "default" is created by its first claim), and its first claim
+-- records its epoch and layout.
 CREATE TABLE IF NOT EXISTS snowflake_registry.fleets (
     fleet text PRIMARY KEY CHECK (fleet <> '' AND length(fleet) <= 63),
     epoch_unix_ms bigint NOT NULL,
@@ -68,6 +71,9 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.fleets (
 ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fence_ms bigint NOT NULL DEFAULT -1;
 ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fenced_at timestamptz;
 ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fenced_why text;
+-- (Recorded by the first claim of a fleet made by create_fleet().)
+ALTER TABLE snowflake_registry.fleets ALTER COLUMN epoch_unix_ms DROP NOT NULL,
+    ALTER COLUMN node_bits DROP NOT NULL, ALTER COLUMN sequence_bits DROP NOT NULL;
 
 -- The registry's own identity while its records are whole: a change (a
 -- restore from a backup or a snapshot with recovery, a failover, a
@@ -140,8 +146,51 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.node_ids (
     released_at timestamptz,
     PRIMARY KEY (fleet, node_id)
 );
+-- A retried claim finds its first answer by its token.
+CREATE INDEX IF NOT EXISTS node_ids_token ON snowflake_registry.node_ids (fleet, token);
+
+-- The rows of node_ids hold the floors: deleting one would hand its node
+-- id out again from floor -1, under IDs its earlier holders issued. No
+-- cleaning up deletes them (a released or expired node id is handed out
+-- again with its floor; nothing needs removing).
+CREATE OR REPLACE FUNCTION snowflake_registry.keep_floors()
+RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'snowflake_registry: the rows of node_ids are never deleted'
+        USING ERRCODE = '55000',
+              DETAIL = 'Each row holds its node id''s floor, above every ID its earlier holders were granted: without it the next holder would start from nothing and could issue their IDs again.',
+              HINT = 'Released and expired node ids need no cleaning up: they are handed out again with their floors. To see them: SELECT * FROM snowflake_registry.holders;';
+END
+$$;
+CREATE OR REPLACE TRIGGER keep_floors BEFORE DELETE ON snowflake_registry.node_ids
+    FOR EACH ROW EXECUTE FUNCTION snowflake_registry.keep_floors();
+CREATE OR REPLACE TRIGGER keep_floors_truncate BEFORE TRUNCATE ON snowflake_registry.node_ids
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_registry.keep_floors();
 
 REVOKE ALL ON ALL TABLES IN SCHEMA snowflake_registry FROM PUBLIC;
+
+-- Makes this transaction's commit durable whatever the registry's
+-- synchronous_commit (a managed service or a busy server may run with
+-- 'off'): a claim, renewal or release the holder was told of must survive
+-- a crash of the registry, or a fixed-id claimant after it gets a floor
+-- below a grant still in use, with nothing to fence (the same timeline
+-- and system identifier). 'off' and 'local' become 'on' (which waits for
+-- the synchronous standbys, if any, so a failover to one loses nothing);
+-- 'remote_write' and 'remote_apply' are kept. Set with is_local: it holds
+-- to the end of the caller's transaction, past the function's own SET
+-- clauses (those restore only the settings they name).
+CREATE OR REPLACE FUNCTION snowflake_registry.durable_commit()
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'false', 'no', '0') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+END
+$$;
 
 -- The registry's clock as the fleet's ID time.
 CREATE OR REPLACE FUNCTION snowflake_registry.now_ms(p_epoch_unix_ms bigint)
@@ -186,6 +235,9 @@ DECLARE
     ended int;
 BEGIN
     FOR f IN SELECT * FROM snowflake_registry.fleets ORDER BY fleets.fleet FOR UPDATE LOOP
+        -- Never claimed (no epoch yet): nothing granted to fence. Its
+        -- first claim starts at the registry's last fence (claim()).
+        CONTINUE WHEN f.epoch_unix_ms IS NULL;
         new_fence := greatest(f.fence_ms, snowflake_registry.now_ms(f.epoch_unix_ms)
                               + coalesce(p_longest_grant_ms, least(f.max_grant_ms, 3600000)));
         UPDATE snowflake_registry.fleets g SET fence_ms = new_fence, fenced_at = clock_timestamp(), fenced_why = p_why
@@ -318,17 +370,37 @@ BEGIN
         RAISE EXCEPTION 'snowflake_registry: invalid claim arguments'
             USING ERRCODE = '22023';
     END IF;
+    PERFORM snowflake_registry.durable_commit();
     PERFORM snowflake_registry.check_incarnation();
-    -- A new fleet starts at the last fence, if any (a fleet of the same name
-    -- may have existed in a history a restore lost).
-    INSERT INTO snowflake_registry.fleets (fleet, epoch_unix_ms, node_bits, sequence_bits, fence_ms)
-    SELECT p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits,
-           coalesce((SELECT CASE WHEN i.fenced_until_unix_ms < 0 THEN -1
-                                 ELSE i.fenced_until_unix_ms - p_epoch_unix_ms END
-                     FROM snowflake_registry.incarnation i), -1)
-    ON CONFLICT DO NOTHING;
+    -- Only "default" is created by its first claim; any other fleet by the
+    -- registry's owner (create_fleet()), so that a misspelt fleet name does
+    -- not silently start a second ID space whose node ids overlap the first.
+    IF p_fleet = 'default' THEN
+        INSERT INTO snowflake_registry.fleets (fleet) VALUES (p_fleet) ON CONFLICT DO NOTHING;
+    END IF;
     -- Serialises the claims of this fleet.
-    SELECT * INTO STRICT f FROM snowflake_registry.fleets WHERE fleet = p_fleet FOR UPDATE;
+    SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet FOR UPDATE;
+    IF NOT FOUND THEN
+        SELECT coalesce(string_agg(format('"%s"', g.fleet), ', ' ORDER BY g.fleet), 'none') INTO holders
+        FROM (SELECT g.fleet FROM snowflake_registry.fleets g ORDER BY g.fleet LIMIT 20) g;
+        RAISE EXCEPTION 'fleet "%" does not exist in this registry', p_fleet
+            USING ERRCODE = '42704',
+                  DETAIL = 'Its fleets (the first 20): ' || holders || '.',
+                  HINT = format('Check snowflake_id.registry_fleet (and the dbname of snowflake_id.registry) for a typo. A new fleet is created by the registry''s owner: SELECT snowflake_registry.create_fleet(%L);', p_fleet);
+    END IF;
+    -- The first claim records the fleet's epoch and layout, and starts it
+    -- at the last fence, if any (a fleet of the same name may have existed
+    -- in a history a restore lost).
+    IF f.epoch_unix_ms IS NULL THEN
+        UPDATE snowflake_registry.fleets g SET epoch_unix_ms = p_epoch_unix_ms, node_bits = p_node_bits,
+            sequence_bits = p_sequence_bits,
+            fence_ms = greatest(g.fence_ms,
+                coalesce((SELECT CASE WHEN i.fenced_until_unix_ms < 0 THEN -1
+                                      ELSE i.fenced_until_unix_ms - p_epoch_unix_ms END
+                          FROM snowflake_registry.incarnation i), -1))
+        WHERE g.fleet = p_fleet
+        RETURNING * INTO STRICT f;
+    END IF;
     IF (f.epoch_unix_ms, f.node_bits, f.sequence_bits)
        IS DISTINCT FROM (p_epoch_unix_ms, p_node_bits, p_sequence_bits) THEN
         RAISE EXCEPTION 'fleet "%" issues IDs with epoch % ms and layout %/%/% (time/node/sequence bits), this server with epoch % ms and layout %/%/%',
@@ -339,6 +411,21 @@ BEGIN
     END IF;
     now_ms := snowflake_registry.now_ms(f.epoch_unix_ms);
     max_node := (1 << f.node_bits) - 1;
+
+    -- The same token again: a retry of a claim whose answer was lost (it
+    -- committed all the same), or a request that arrived after its retry.
+    -- The same answer, never a second claim: that would take over the
+    -- first (a fixed node id would then wait for its own grant).
+    SELECT * INTO cur FROM snowflake_registry.node_ids n
+    WHERE n.fleet = p_fleet AND n.token = p_token AND n.released_at IS NULL;
+    IF FOUND THEN
+        IF p_node_id IS NOT NULL AND p_node_id <> cur.node_id THEN
+            RAISE EXCEPTION 'snowflake_registry: this claim''s token holds node id %, not %', cur.node_id, p_node_id
+                USING ERRCODE = '22023';
+        END IF;
+        RETURN QUERY SELECT cur.node_id, cur.claim_id, cur.floor_ms, cur.until_ms;
+        RETURN;
+    END IF;
 
     IF p_node_id IS NOT NULL THEN
         IF p_node_id < 0 OR p_node_id > max_node THEN
@@ -446,6 +533,7 @@ DECLARE
     cur snowflake_registry.node_ids;
     new_until bigint;
 BEGIN
+    PERFORM snowflake_registry.durable_commit();
     IF snowflake_registry.check_incarnation() THEN
         -- This call fenced, and ended the caller's claim: answer without
         -- an extension (0 raises nothing) so that the fence commits; an
@@ -495,6 +583,7 @@ DECLARE
     cur snowflake_registry.node_ids;
     issued bigint;
 BEGIN
+    PERFORM snowflake_registry.durable_commit();
     PERFORM snowflake_registry.check_incarnation();
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
@@ -508,6 +597,29 @@ BEGIN
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
     UPDATE snowflake_registry.grants g SET until_ms = issued, ended_at = clock_timestamp(), ended = 'released'
     WHERE g.claim_id = p_claim_id;
+END
+$$;
+
+-- For the registry's owner: a new fleet (one ID space). Its first claim
+-- records its epoch and layout; servers name it in
+-- snowflake_id.registry_fleet. Not granted to the client role: a claim for
+-- a fleet that does not exist is refused, so a typo cannot start a second
+-- ID space. Creating one that exists does nothing.
+CREATE OR REPLACE FUNCTION snowflake_registry.create_fleet(p_fleet text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_fleet IS NULL OR p_fleet = '' OR length(p_fleet) > 63 THEN
+        RAISE EXCEPTION 'snowflake_registry: a fleet name is 1 to 63 characters'
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM snowflake_registry.durable_commit();
+    INSERT INTO snowflake_registry.fleets (fleet) VALUES (p_fleet) ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE NOTICE 'snowflake_registry: fleet "%" exists already', p_fleet;
+    END IF;
 END
 $$;
 
@@ -573,12 +685,12 @@ BEGIN
 END
 $$;
 
--- An upgraded registry (it has fleets, and no identity recorded yet)
+-- An upgraded registry (it has claims, and no identity recorded yet)
 -- records its identity now; a new one at its first claim, so that data
 -- loaded into it later (a pg_dump) brings its own identity and fences.
 INSERT INTO snowflake_registry.incarnation (only_row, system_identifier, timeline, since)
 SELECT true, i.system_identifier, i.timeline, clock_timestamp() FROM snowflake_registry.identity() i
-WHERE EXISTS (SELECT FROM snowflake_registry.fleets)
+WHERE EXISTS (SELECT FROM snowflake_registry.node_ids)
 ON CONFLICT DO NOTHING;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;

@@ -58,6 +58,115 @@ pub enum GrantError {
     Exhausted { needed_ms: u64, until_ms: u64 },
 }
 
+/// What this holder asked the registry for: the bounds every true answer
+/// keeps (the rules of `snowflake_registry.claim` and `renew`), so an answer
+/// that breaks one did not come from the registry's functions: a wrong
+/// function or database, a proxy, or anyone on the network path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asked {
+    /// The node id configured (`snowflake_id.node_id`), if any.
+    pub node_id: Option<u64>,
+    /// The holder's present sent with the call (ms since the epoch).
+    pub holder_now_ms: u64,
+    /// The grant asked for (ms).
+    pub grant_ms: u64,
+    /// The layout's largest node id and time.
+    pub max_node: u64,
+    pub max_time_ms: u64,
+}
+
+/// Why an answer of the registry cannot be right (and is refused).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AnswerError {
+    #[error("node id {node_id} is outside this server's layout (0 to {max_node})")]
+    NodeOutOfRange { node_id: i64, max_node: u64 },
+    #[error("node id {got} was granted, but node id {asked} was asked for (snowflake_id.node_id)")]
+    NotTheNodeAsked { asked: u64, got: i64 },
+    #[error("claim number {0} is not one the registry gives (they start at 1)")]
+    BadClaimId(i64),
+    #[error("the floor {floor_ms} ms lies outside the layout's time (-1 to {max_time_ms} ms)")]
+    FloorOutOfRange { floor_ms: i64, max_time_ms: u64 },
+    #[error("the grant ends at {until_ms} ms, below its floor {floor_ms} ms")]
+    UntilBelowFloor { until_ms: i64, floor_ms: i64 },
+    #[error("the grant ends at {until_ms} ms, past the {limit_ms} ms that was asked for (the later of the floor and this server's present, plus the grant)")]
+    UntilBeyondAsked { until_ms: i64, limit_ms: u64 },
+}
+
+/// A claim's answer, checked: the node id fits the layout (and is the one
+/// configured), the floor is -1 or a time of the layout, and the grant ends
+/// at or above the floor and no later than the registry's rule allows
+/// (`max(floor, holder_now) + grant_ms`: a registry caps it lower, never
+/// higher).
+pub fn check_claim_answer(
+    asked: &Asked,
+    node_id: i64,
+    claim_id: i64,
+    floor_ms: i64,
+    until_ms: i64,
+) -> Result<Grant, AnswerError> {
+    let node = u64::try_from(node_id)
+        .ok()
+        .filter(|n| *n <= asked.max_node)
+        .ok_or(AnswerError::NodeOutOfRange {
+            node_id,
+            max_node: asked.max_node,
+        })?;
+    if let Some(wanted) = asked.node_id {
+        if wanted != node {
+            return Err(AnswerError::NotTheNodeAsked {
+                asked: wanted,
+                got: node_id,
+            });
+        }
+    }
+    if claim_id < 1 {
+        return Err(AnswerError::BadClaimId(claim_id));
+    }
+    if floor_ms < -1 || floor_ms as i128 > asked.max_time_ms as i128 {
+        return Err(AnswerError::FloorOutOfRange {
+            floor_ms,
+            max_time_ms: asked.max_time_ms,
+        });
+    }
+    if until_ms < floor_ms || until_ms < 0 {
+        return Err(AnswerError::UntilBelowFloor { until_ms, floor_ms });
+    }
+    let start = asked.holder_now_ms.max(floor_ms.max(0) as u64);
+    let limit_ms = start.saturating_add(asked.grant_ms);
+    if until_ms as u64 > limit_ms {
+        return Err(AnswerError::UntilBeyondAsked { until_ms, limit_ms });
+    }
+    Ok(Grant {
+        node_id: node,
+        claim_id,
+        floor_ms,
+        until_ms: until_ms as u64,
+    })
+}
+
+/// A renewal's answer (the grant's new end), checked against the grant held
+/// and what was asked: at most `max(held end, max(floor, holder_now) +
+/// grant_ms)`. Below the held end is possible and harmless (0 after a
+/// fence: nothing is raised), but never negative.
+pub fn check_renewal_answer(
+    held: &Grant,
+    asked: &Asked,
+    until_ms: i64,
+) -> Result<u64, AnswerError> {
+    if until_ms < 0 {
+        return Err(AnswerError::UntilBelowFloor {
+            until_ms,
+            floor_ms: held.floor_ms,
+        });
+    }
+    let start = asked.holder_now_ms.max(held.floor_ms.max(0) as u64);
+    let limit_ms = held.until_ms.max(start.saturating_add(asked.grant_ms));
+    if until_ms as u64 > limit_ms {
+        return Err(AnswerError::UntilBeyondAsked { until_ms, limit_ms });
+    }
+    Ok(until_ms as u64)
+}
+
 /// The fence: the lease to write when IDs up to `needed_ms` must be covered
 /// and the generator would like `target_ms` (a window more), given a grant
 /// ending at `until_ms`. Never beyond the grant; an error when even what is
@@ -78,15 +187,15 @@ pub fn lease_within_grant(
 
 /// The floor: the first millisecond this holder may issue in.
 pub fn first_ms_above(floor_ms: i64) -> u64 {
-    (floor_ms + 1).max(0) as u64
+    floor_ms.saturating_add(1).max(0) as u64
 }
 
 /// How long (ms) a new holder must wait before its first ID, with the clock
 /// at `now_ms` (ms since the epoch): IDs above the floor may run ahead of
 /// the clock by the drift limit, no more. Zero when it may issue now.
 pub fn wait_for_floor_ms(floor_ms: i64, now_ms: i64, max_drift_ms: u64) -> u64 {
-    let first = first_ms_above(floor_ms) as i64;
-    (first - max_drift_ms as i64 - now_ms).max(0) as u64
+    let first = first_ms_above(floor_ms) as i128;
+    (first - max_drift_ms as i128 - now_ms as i128).clamp(0, u64::MAX as i128) as u64
 }
 
 /// Whether the holder should renew now: when less than the grant minus one
@@ -226,6 +335,109 @@ mod tests {
         assert_eq!(wait_for_floor_ms(10_000, 6_000, 5_000), 0);
         assert_eq!(wait_for_floor_ms(10_000, 4_000, 5_000), 1_001);
         assert_eq!(wait_for_floor_ms(-1, -5, 0), 5);
+    }
+
+    fn asked(node_id: Option<u64>) -> Asked {
+        Asked {
+            node_id,
+            holder_now_ms: 10_000,
+            grant_ms: 3_000,
+            max_node: 1023,
+            max_time_ms: (1 << 41) - 1,
+        }
+    }
+
+    #[test]
+    fn claim_answers_that_cannot_be_right_are_refused() {
+        let a = asked(None);
+        let good = check_claim_answer(&a, 5, 7, 9_000, 13_000);
+        assert_eq!(
+            good,
+            Ok(Grant {
+                node_id: 5,
+                claim_id: 7,
+                floor_ms: 9_000,
+                until_ms: 13_000
+            })
+        );
+        // A floor ahead of the present: the grant may reach past it.
+        assert!(check_claim_answer(&a, 5, 7, 20_000, 23_000).is_ok());
+        // A fresh node id: floor -1, and a grant capped below the asked one.
+        assert!(check_claim_answer(&a, 0, 1, -1, 10_500).is_ok());
+        // The answer of a wrong function, proxy or attacker: node 0, floor
+        // -1, an endless grant; out-of-range node ids; nonsense.
+        assert!(matches!(
+            check_claim_answer(&a, 0, 1, -1, i64::MAX),
+            Err(AnswerError::UntilBeyondAsked { .. })
+        ));
+        assert!(matches!(
+            check_claim_answer(&a, 1024, 1, -1, 12_000),
+            Err(AnswerError::NodeOutOfRange { .. })
+        ));
+        assert!(matches!(
+            check_claim_answer(&a, -1, 1, -1, 12_000),
+            Err(AnswerError::NodeOutOfRange { .. })
+        ));
+        assert!(matches!(
+            check_claim_answer(&asked(Some(6)), 5, 1, -1, 12_000),
+            Err(AnswerError::NotTheNodeAsked { asked: 6, got: 5 })
+        ));
+        assert_eq!(
+            check_claim_answer(&a, 5, 0, -1, 12_000),
+            Err(AnswerError::BadClaimId(0))
+        );
+        assert!(matches!(
+            check_claim_answer(&a, 5, 1, -2, 12_000),
+            Err(AnswerError::FloorOutOfRange { .. })
+        ));
+        assert!(matches!(
+            check_claim_answer(&a, 5, 1, i64::MAX, i64::MAX),
+            Err(AnswerError::FloorOutOfRange { .. })
+        ));
+        assert!(matches!(
+            check_claim_answer(&a, 5, 1, 9_000, 8_999),
+            Err(AnswerError::UntilBelowFloor { .. })
+        ));
+        assert!(matches!(
+            check_claim_answer(&a, 5, 1, -1, -1),
+            Err(AnswerError::UntilBelowFloor { .. })
+        ));
+    }
+
+    #[test]
+    fn renewal_answers_that_cannot_be_right_are_refused() {
+        let held = Grant {
+            node_id: 5,
+            claim_id: 7,
+            floor_ms: 9_000,
+            until_ms: 13_000,
+        };
+        let a = asked(None);
+        assert_eq!(check_renewal_answer(&held, &a, 13_000), Ok(13_000));
+        // After a fence: 0, nothing raised.
+        assert_eq!(check_renewal_answer(&held, &a, 0), Ok(0));
+        assert!(matches!(
+            check_renewal_answer(&held, &a, 13_001),
+            Err(AnswerError::UntilBeyondAsked {
+                limit_ms: 13_000,
+                ..
+            })
+        ));
+        assert!(check_renewal_answer(&held, &a, -5).is_err());
+        // A held end past the asked one (an earlier, longer grant) stays
+        // acceptable.
+        let long = Grant {
+            until_ms: 50_000,
+            ..held
+        };
+        assert_eq!(check_renewal_answer(&long, &a, 50_000), Ok(50_000));
+    }
+
+    #[test]
+    fn floor_arithmetic_saturates() {
+        assert_eq!(first_ms_above(i64::MAX), i64::MAX as u64);
+        assert_eq!(wait_for_floor_ms(i64::MAX, i64::MIN, 0), u64::MAX);
+        assert_eq!(wait_for_floor_ms(i64::MIN, i64::MAX, u64::MAX), 0);
     }
 
     #[test]
@@ -396,6 +608,17 @@ mod tests {
         }
     }
 
+    /// What a server of the model asks for: the bounds of a true answer.
+    fn model_asked(fixed: Option<u64>, holder_now: i64, grant_ms: u64, nodes: u64) -> Asked {
+        Asked {
+            node_id: fixed,
+            holder_now_ms: holder_now.max(0) as u64,
+            grant_ms,
+            max_node: nodes - 1,
+            max_time_ms: i64::MAX as u64 >> 22,
+        }
+    }
+
     /// One server's life: its claim, and the generator's last millisecond.
     struct Server {
         identity: u32,
@@ -514,6 +737,16 @@ mod tests {
                             holder_now,
                             grant_ms,
                         ) {
+                            // Every true answer passes the holder's checks.
+                            let asked = model_asked(s.fixed, holder_now, grant_ms, reg.nodes);
+                            let checked = check_claim_answer(
+                                &asked,
+                                g.node_id as i64,
+                                g.claim_id,
+                                g.floor_ms,
+                                g.until_ms as i64,
+                            );
+                            assert_eq!(checked, Ok(g), "a true claim's answer refused");
                             s.preferred = Some(g.node_id);
                             s.grant = Some(g);
                             // The floor (lease file and grant alike).
@@ -554,6 +787,12 @@ mod tests {
                     let holder_now = (now + s.skew).max(s.last_ms.map_or(0, |m| m as i64));
                     // Lost: it keeps the grant it has, no more.
                     if let Ok(until) = reg.renew(now, &g, holder_now, grant_ms) {
+                        let asked = model_asked(s.fixed, holder_now, grant_ms, reg.nodes);
+                        assert_eq!(
+                            check_renewal_answer(&g, &asked, until as i64),
+                            Ok(until),
+                            "a true renewal's answer refused"
+                        );
                         s.grant = Some(Grant {
                             until_ms: until,
                             ..g

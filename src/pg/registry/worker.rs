@@ -26,7 +26,8 @@ use super::{state, ClaimState, Phase, NONE};
 use crate::core::config::Config;
 use crate::core::instance::{read_marker, write_marker};
 use crate::core::registry::{
-    first_ms_above, renew_every_ms, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
+    check_claim_answer, check_renewal_answer, first_ms_above, renew_every_ms, renewal_due,
+    retry_after_ms, wait_for_floor_ms, AnswerError, Asked, Grant,
 };
 use crate::pg::clock;
 use crate::pg::settings::{self, data_dir};
@@ -121,6 +122,7 @@ impl ClaimWorker {
         let fleet = settings::registry_fleet();
         let preferred = preferred_node(&fleet);
         let layout = &config.layout;
+        let asked = asked_of(config, shared);
         let s = |v: String| Some(v);
         let params = [
             s(fleet.clone()),
@@ -139,19 +141,16 @@ impl ClaimWorker {
             // single-threaded process.
             s(unsafe { pg_sys::PostPortNumber }.to_string()),
             s(data_dir().display().to_string()),
-            s(holder_time_ms(config, shared).to_string()),
-            s(settings::registry_grant_ms().to_string()),
+            s(asked.holder_now_ms.to_string()),
+            s(asked.grant_ms.to_string()),
         ];
         let rows = match self.call(CLAIM_SQL, &params, OnShutdown::Abort) {
             Ok(rows) => rows,
             Err(e) => return self.failed(state, e, false),
         };
-        let Some(grant) = parse_grant(&rows) else {
-            return self.failed(
-                state,
-                CallError::Unreachable(format!("the registry's claim answered {rows:?}")),
-                false,
-            );
+        let grant = match parse_grant(&rows, &asked) {
+            Ok(grant) => grant,
+            Err(e) => return self.failed(state, e, false),
         };
         // The floor first, then the fence, then the node id (published
         // when the clock is near enough): a backend that sees the node id
@@ -212,23 +211,25 @@ impl ClaimWorker {
 
     fn renew(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
         let Some(grant) = self.grant else { return };
+        let asked = asked_of(config, shared);
         let params = [
             Some(settings::registry_fleet()),
             Some(grant.node_id.to_string()),
             Some(grant.claim_id.to_string()),
             Some(self.token.clone()),
-            Some(holder_time_ms(config, shared).to_string()),
-            Some(settings::registry_grant_ms().to_string()),
+            Some(asked.holder_now_ms.to_string()),
+            Some(asked.grant_ms.to_string()),
         ];
         let until = self
             .call(RENEW_SQL, &params, OnShutdown::Abort)
             .and_then(|rows| {
-                rows.first()
+                let until = rows
+                    .first()
                     .and_then(|r| r.first().cloned().flatten())
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .ok_or_else(|| {
-                        CallError::Unreachable(format!("the registry's renewal answered {rows:?}"))
-                    })
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .ok_or_else(|| unrightful(format!("a renewal answered {rows:?}"), None))?;
+                check_renewal_answer(&grant, &asked, until)
+                    .map_err(|e| unrightful(format!("a renewal answered {until}"), Some(e)))
             });
         match until {
             Ok(until) => {
@@ -356,15 +357,50 @@ impl Default for ClaimWorker {
     }
 }
 
-fn parse_grant(rows: &[Vec<Option<String>>]) -> Option<Grant> {
-    let row = rows.first()?;
-    let get = |i: usize| row.get(i).cloned().flatten();
-    Some(Grant {
-        node_id: get(0)?.parse().ok()?,
-        claim_id: get(1)?.parse().ok()?,
-        floor_ms: get(2)?.parse().ok()?,
-        until_ms: get(3)?.parse().ok()?,
+/// What a claim or renewal asks for now: the bounds its answer must keep.
+fn asked_of(config: &Config, shared: &Shared) -> Asked {
+    Asked {
+        node_id: config.node_id,
+        holder_now_ms: holder_time_ms(config, shared),
+        grant_ms: settings::registry_grant_ms(),
+        max_node: config.layout.max_node(),
+        max_time_ms: config.layout.max_time_ms(),
+    }
+}
+
+/// The claim's answer (node id, claim, floor, grant), checked: one that no
+/// registry function gives is refused, never used.
+fn parse_grant(rows: &[Vec<Option<String>>], asked: &Asked) -> Result<Grant, CallError> {
+    let field = |i: usize| -> Option<i64> { rows.first()?.get(i).cloned().flatten()?.parse().ok() };
+    let (Some(node_id), Some(claim_id), Some(floor_ms), Some(until_ms), 1) =
+        (field(0), field(1), field(2), field(3), rows.len())
+    else {
+        return Err(unrightful(format!("a claim answered {rows:?}"), None));
+    };
+    check_claim_answer(asked, node_id, claim_id, floor_ms, until_ms).map_err(|e| {
+        unrightful(
+            format!("a claim answered node id {node_id}, claim {claim_id}, IDs after {floor_ms} ms up to {until_ms} ms"),
+            Some(e),
+        )
     })
+}
+
+/// An answer that cannot have come from the registry's functions: refused
+/// with SQLSTATE 08P01 (protocol violation), which is what backends then
+/// report, and never used.
+fn unrightful(what: String, why: Option<AnswerError>) -> CallError {
+    CallError::Refused {
+        sqlstate: "08P01".into(),
+        message: match why {
+            Some(why) => format!("the registry's answer cannot be right: {why}"),
+            None => "the registry's answer cannot be right: not one row of numbers".into(),
+        },
+        detail: Some(what),
+        hint: Some(
+            "Check that snowflake_id.registry reaches the registry's own database (dbname) with registry/snowflake_registry.sql installed there unchanged, through a verified connection (sslmode=verify-full); the answer was not used."
+                .into(),
+        ),
+    }
 }
 
 /// The holder's present in ID time: the clock, or the generator's last

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# What the registry's clients and owner may trust (issue 35, items 1, 2, 3
+# and 9; docs/registry.md, "What the servers trust"):
+#
+# 1. Durable whatever the registry's synchronous_commit: the client role
+#    runs with synchronous_commit = off (as on a managed service or a busy
+#    registry), and the transaction of each claim, renewal and release
+#    still commits with synchronous_commit = on (remote_apply is kept).
+#    (Before, it inherited 'off': an acknowledged grant could vanish in a
+#    crash of the registry, with the same timeline and system identifier,
+#    so nothing was fenced.) Then a registry running with synchronous_commit
+#    = off and a 10 s WAL writer delay is killed (-9) right after a server's
+#    claim: restarted, it still knows the claim and its grant.
+# 2. Answers that no registry function gives are refused, never used: a
+#    database that is not the registry (a wrong dbname, a proxy, anyone on
+#    the network path) answers a claim with a node id outside the layout,
+#    then with node 0, floor -1 and an endless grant, then a good claim
+#    followed by a renewal past what was asked. The server issues nothing
+#    it was not truly granted: snowflake_next() fails with SQLSTATE 08P01
+#    and says why, snowflake_stats() shows it, and after the bad renewal it
+#    issues only within the grant it had (then 08001, as with a registry
+#    that does not answer).
+# 3. Fleets are made on purpose: a claim for a fleet that does not exist
+#    (a typo in snowflake_id.registry_fleet) is refused with 42704 and the
+#    hint to create it, the client role cannot create one, the owner can
+#    (create_fleet(); its first claim records the layout); and the rows of
+#    node_ids, which hold the floors, cannot be deleted or truncated.
+# 4. A claim is idempotent per token: the same token again (a retry whose
+#    first answer was lost) gets the same answer, not a takeover of its own
+#    claim with its own grant as the floor.
+. "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=registry_lib.bash
+. "$(dirname "$0")/registry_lib.bash"
+
+# --- 1a. the commit mode of each registry call, with the role's default off
+psql_on reg -c "ALTER ROLE fleet_node SET synchronous_commit = off" >/dev/null
+psql_on reg -c "SELECT snowflake_registry.create_fleet('durable')" >/dev/null
+token=0123456789abcdef0123456789abcd
+mode_after() { # CALL: synchronous_commit at the end of the call's transaction
+  psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U fleet_node -d postgres \
+    -c "BEGIN" -c "$1" -c "SELECT 'mode=' || current_setting('synchronous_commit')" -c "COMMIT" | sed -n 's/^mode=//p'
+}
+[ "$(registry_sql "SHOW synchronous_commit")" = off ] || fail "the client role does not run with synchronous_commit = off"
+claim_row=$(registry_sql "SELECT node_id || ' ' || claim_id FROM snowflake_registry.claim('durable', 0, 10, 12, 900, NULL,
+  '${token}00', 1, 'h', 1, '/d', 1000, 3000)")
+read -r _ claim_id <<< "$claim_row"
+[ "$(mode_after "SELECT * FROM snowflake_registry.claim('durable', 0, 10, 12, 901, NULL, '${token}01', 1, 'h', 1, '/d', 1000, 3000)")" = on ] ||
+  fail "a claim's transaction commits with synchronous_commit = $(mode_after "SELECT 1"), not on"
+[ "$(mode_after "SELECT snowflake_registry.renew('durable', 900, $claim_id, '${token}00', 1000, 3000)")" = on ] ||
+  fail "a renewal's transaction does not commit with synchronous_commit = on"
+[ "$(mode_after "SELECT snowflake_registry.release('durable', 900, $claim_id, '${token}00', 1000)")" = on ] ||
+  fail "a release's transaction does not commit with synchronous_commit = on"
+# Stronger modes are kept.
+psql_on reg -c "ALTER ROLE fleet_node SET synchronous_commit = remote_apply" >/dev/null
+[ "$(mode_after "SELECT * FROM snowflake_registry.claim('durable', 0, 10, 12, 902, NULL, '${token}02', 1, 'h', 1, '/d', 1000, 3000)")" = remote_apply ] ||
+  fail "a claim lowered synchronous_commit = remote_apply"
+psql_on reg -c "ALTER ROLE fleet_node RESET synchronous_commit" >/dev/null
+pass "claims, renewals and releases commit with synchronous_commit = on when the client's is off (remote_apply kept)"
+
+# --- 1b. a registry crash with synchronous_commit = off loses no claim
+psql_on reg -c "ALTER SYSTEM SET synchronous_commit = off" -c "ALTER SYSTEM SET wal_writer_delay = '10s'" \
+  -c "SELECT pg_reload_conf()" >/dev/null
+node_init a
+cluster_start a
+make_table a
+wait_issuing a 20
+node=$(node_of a)
+until_a=$(sql_value a "SELECT (extract(epoch FROM grant_until) * 1000)::bigint FROM snowflake_stats()")
+cluster_kill9 reg
+cluster_start reg
+known=$(sql_value reg "SELECT (f.epoch_unix_ms + n.max_until_ms) FROM snowflake_registry.node_ids n JOIN snowflake_registry.fleets f USING (fleet)
+                       WHERE n.fleet = 'default' AND n.node_id = $node")
+[ -n "$known" ] || fail "after a crash with synchronous_commit = off, the registry lost the claim of node id $node"
+[ "$known" -ge "$until_a" ] ||
+  fail "after a crash with synchronous_commit = off, the registry knows node id $node's grants up to $known ms, below the grant the server holds ($until_a ms)"
+pass "a registry killed (-9) right after a claim, with synchronous_commit = off, still knows the claim and its grant"
+psql_on reg -c "ALTER SYSTEM RESET synchronous_commit" -c "ALTER SYSTEM RESET wal_writer_delay" -c "SELECT pg_reload_conf()" >/dev/null
+cluster_stop a
+no_duplicates "before the impostor"
+
+# --- 2. an impostor: a database with functions of the registry's names
+psql_on reg -c "CREATE DATABASE impostor" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U postgres -d impostor >/dev/null <<'SQL'
+CREATE SCHEMA snowflake_registry;
+GRANT USAGE ON SCHEMA snowflake_registry TO PUBLIC;
+-- What the impostor answers: 'node' (a node id past the layout), 'endless'
+-- (node 0, floor -1, a grant to the end of time), 'renew' (a true-looking
+-- claim, then a renewal past what was asked).
+CREATE TABLE snowflake_registry.mode (m text);
+INSERT INTO snowflake_registry.mode VALUES ('node');
+GRANT SELECT ON snowflake_registry.mode TO PUBLIC;
+CREATE FUNCTION snowflake_registry.claim(
+    p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
+    p_node_id int, p_preferred int, p_token text,
+    p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
+    p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint)
+LANGUAGE sql AS $$
+    SELECT CASE m WHEN 'node' THEN 5000 WHEN 'endless' THEN 0 ELSE 7 END,
+           1::bigint, -1::bigint,
+           CASE m WHEN 'endless' THEN (1::bigint << 41) - 1 ELSE p_holder_now_ms + p_grant_ms END
+    FROM snowflake_registry.mode
+$$;
+CREATE FUNCTION snowflake_registry.renew(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS bigint LANGUAGE sql AS $$ SELECT p_holder_now_ms + 100 * p_grant_ms $$;
+CREATE FUNCTION snowflake_registry.release(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_issued_until_ms bigint)
+RETURNS void LANGUAGE sql AS $$ SELECT $$;
+SQL
+IMPOSTOR="host=127.0.0.1 port=$(cluster_port reg) dbname=impostor user=fleet_node"
+impostor_mode() {
+  psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U postgres -d impostor \
+    -c "UPDATE snowflake_registry.mode SET m = '$1'" >/dev/null
+}
+cluster_init b "$(free_port)" "snowflake_id.registry = '$IMPOSTOR'" "snowflake_id.registry_grant = '${GRANT_MS}ms'"
+cluster_start b
+make_table b
+expect_refusal b "SELECT snowflake_next()" 08P01 "answer cannot be right: node id 5000 is outside this server's layout (0 to 1023)" \
+  "b, answered node id 5000 with 10 node bits"
+sql_value b "SELECT registry_state || ': ' || registry_message FROM snowflake_stats()" | grep -q "^failed: .*cannot be right" ||
+  fail "snowflake_stats() on b does not show the refused answer: $(sql_value b "SELECT registry_state, registry_message FROM snowflake_stats()")"
+log_has b "cannot be right" || fail "b's log does not say the registry's answer was refused"
+pass "a claim answered with node id 5000 (10 node bits) is refused: 08P01, in snowflake_stats() and the log"
+
+impostor_mode endless
+sleep 3
+expect_refusal b "SELECT snowflake_next()" 08P01 "answer cannot be right: the grant ends at 2199023255551 ms, past the" \
+  "b, answered node 0, floor -1 and a grant to the end of the layout's time"
+pass "a claim answered with node 0, floor -1 and an endless grant is refused"
+cluster_stop b
+
+# A true-looking claim, then a renewal past what was asked: the renewal is
+# refused, the server issues within the grant it had, then stops.
+impostor_mode renew
+cluster_start b
+wait_issuing b 20
+[ "$(node_of b)" = 7 ] || fail "b did not take the impostor's plausible claim (node 7): $(node_of b)"
+grant_b=$(sql_value b "SELECT (extract(epoch FROM grant_until) * 1000)::bigint FROM snowflake_stats()")
+sleep 2
+sql_value b "SELECT registry_message FROM snowflake_stats()" | grep -q "cannot be right: the grant ends at" ||
+  fail "b's refused renewal is not shown: $(sql_value b "SELECT registry_state, grant_until, registry_message FROM snowflake_stats()")"
+[ "$(sql_value b "SELECT (extract(epoch FROM grant_until) * 1000)::bigint FROM snowflake_stats()")" -le $((grant_b)) ] ||
+  fail "b's grant grew with a renewal that cannot be right"
+sleep $((GRANT_MS / 1000 + 1))
+expect_refusal b "SELECT snowflake_next()" 08001 "has not renewed it: the registry's answer cannot be right" "b after its grant, with every renewal refused"
+[ "$(sql_value b "SELECT (extract(epoch FROM snowflake_timestamp(max(id))) * 1000)::bigint <= $grant_b FROM t")" = t ] ||
+  fail "b issued past the grant it had ($grant_b ms)"
+pass "a renewal answered past what was asked is refused: the server issues within the grant it had, then stops (08001, saying why)"
+cluster_stop b
+
+# --- 3. fleets on purpose; floors that maintenance cannot lose
+EPOCH=1735689600000
+now=$(( $(now_ms) - EPOCH ))
+out=$(registry_sql "SELECT * FROM snowflake_registry.claim('defualt', $EPOCH, 10, 12, NULL, NULL, '${token}10', 1, 'h', 1, '/d', $now, 3000)" 2>&1) &&
+  fail "a claim for the fleet \"defualt\", which no one made, succeeded (a second ID space)"
+echo "$out" | grep -q 'fleet "defualt" does not exist in this registry' && echo "$out" | grep -q "create_fleet('defualt')" ||
+  fail "the refusal of an unknown fleet does not name it and the way to make it: $out"
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.fleets WHERE fleet = 'defualt'")" = 0 ] || fail "the refused claim made a fleet"
+cluster_init c "$(free_port)" "snowflake_id.registry = '$REGISTRY'" "snowflake_id.registry_grant = '${GRANT_MS}ms'" \
+  "snowflake_id.registry_fleet = 'defualt'"
+cluster_start c
+make_table c
+expect_refusal c "SELECT snowflake_next()" 42704 'fleet "defualt" does not exist' "c, with a misspelt registry_fleet"
+cluster_stop c
+out=$(registry_sql "SELECT snowflake_registry.create_fleet('mine')" 2>&1) && fail "the client role created a fleet"
+echo "$out" | grep -q "permission denied" || fail "the client role's create_fleet() failed otherwise: $out"
+psql_on reg -c "SELECT snowflake_registry.create_fleet('second')" -c "SELECT snowflake_registry.create_fleet('second')" >/dev/null
+[ "$(registry_sql "SELECT node_id FROM snowflake_registry.claim('second', $EPOCH, 9, 12, NULL, NULL, '${token}11', 1, 'h', 1, '/d', $now, 3000)")" = 0 ] ||
+  fail "the first claim of a fleet the owner made did not get node id 0"
+[ "$(sql_value reg "SELECT epoch_unix_ms || '/' || node_bits || '/' || sequence_bits FROM snowflake_registry.fleets WHERE fleet = 'second'")" = "$EPOCH/9/12" ] ||
+  fail "the first claim did not record the fleet's epoch and layout"
+pass "a claim for an unknown fleet is refused (42704, with the hint to create_fleet()), also to a server with a misspelt registry_fleet; only the owner makes fleets"
+for stmt in "DELETE FROM snowflake_registry.node_ids WHERE fleet = 'second'" "TRUNCATE snowflake_registry.node_ids CASCADE" \
+  "TRUNCATE snowflake_registry.fleets CASCADE"; do
+  out=$(sql_error reg "$stmt") || fail "the owner's \"$stmt\" succeeded: floors lost"
+  [ "$(sqlstate_of "$out")" = 55000 ] && echo "$out" | grep -q "never deleted" || fail "\"$stmt\" failed otherwise: $out"
+done
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.node_ids WHERE fleet = 'second'")" = 1 ] || fail "node_ids lost a row"
+pass "the rows of node_ids (the floors) cannot be deleted or truncated, not even by the owner (55000)"
+
+# --- 4. the same token, the same answer
+first=$(registry_sql "SELECT node_id || ' ' || claim_id || ' ' || floor_ms || ' ' || until_ms FROM snowflake_registry.claim('default', $EPOCH, 10, 12, 800, NULL, '${token}20', 1, 'h', 1, '/d', $now, 3000)")
+again=$(registry_sql "SELECT node_id || ' ' || claim_id || ' ' || floor_ms || ' ' || until_ms FROM snowflake_registry.claim('default', $EPOCH, 10, 12, 800, NULL, '${token}20', 1, 'h', 1, '/d', $((now + 500)), 3000)")
+[ "$first" = "$again" ] || fail "a claim retried with its token got another answer: $first, then $again (a takeover of its own claim)"
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE fleet = 'default' AND node_id = 800")" = 1 ] ||
+  fail "a claim retried with its token made a second grant"
+auto1=$(registry_sql "SELECT node_id || ' ' || claim_id FROM snowflake_registry.claim('default', $EPOCH, 10, 12, NULL, NULL, '${token}21', 1, 'h', 1, '/d', $now, 3000)")
+auto2=$(registry_sql "SELECT node_id || ' ' || claim_id FROM snowflake_registry.claim('default', $EPOCH, 10, 12, NULL, NULL, '${token}21', 1, 'h', 1, '/d', $now, 3000)")
+[ "$auto1" = "$auto2" ] || fail "an automatic claim retried with its token took another node id: $auto1, then $auto2"
+pass "a claim retried with its token gets the same node id, claim, floor and grant (fixed and automatic)"
+no_duplicates "the end"
