@@ -192,6 +192,16 @@ BEGIN
 END
 $$;
 
+-- The bounds of a holder's present and of the grant it asks for (ms): a
+-- grant of at most an hour, as snowflake_id.registry_grant allows, so that
+-- no sum overflows and the renewal interval (a sixth of it) stays a valid
+-- interval for is_live() and the holders view.
+CREATE OR REPLACE FUNCTION snowflake_registry.valid_times(p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS boolean LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(p_holder_now_ms BETWEEN 0 AND 4611686018427387903
+                      AND p_grant_ms BETWEEN 1 AND 3600000, false) $$;
+
 -- The registry's clock as the fleet's ID time.
 CREATE OR REPLACE FUNCTION snowflake_registry.now_ms(p_epoch_unix_ms bigint)
 RETURNS bigint LANGUAGE sql VOLATILE
@@ -365,10 +375,19 @@ DECLARE
     new_claim bigint;
     holders text;
 BEGIN
-    IF p_fleet IS NULL OR p_token IS NULL OR length(p_token) < 16 OR p_holder_now_ms IS NULL
-       OR p_grant_ms IS NULL OR p_grant_ms <= 0 THEN
+    -- Every argument bounded: a client may be wrong or hostile, and what it
+    -- stores is read by every later claim and by the holders view.
+    IF p_fleet IS NULL OR p_token IS NULL OR length(p_token) NOT BETWEEN 16 AND 128
+       OR p_epoch_unix_ms IS NULL OR p_epoch_unix_ms NOT BETWEEN -4611686018427387903 AND 4611686018427387903
+       OR p_node_bits IS NULL OR p_node_bits NOT BETWEEN 0 AND 28
+       OR p_sequence_bits IS NULL OR p_sequence_bits NOT BETWEEN 0 AND 28
+       OR p_system_identifier IS NULL OR p_system_identifier NOT BETWEEN 0 AND 18446744073709551615
+       OR p_host IS NULL OR length(p_host) > 255 OR p_port IS NULL OR p_port NOT BETWEEN 0 AND 65535
+       OR p_data_directory IS NULL OR length(p_data_directory) > 1024
+       OR NOT snowflake_registry.valid_times(p_holder_now_ms, p_grant_ms) THEN
         RAISE EXCEPTION 'snowflake_registry: invalid claim arguments'
-            USING ERRCODE = '22023';
+            USING ERRCODE = '22023',
+                  HINT = 'A token of 16 to 128 characters, node and sequence bits of 0 to 28, a host of at most 255 characters, a port of 0 to 65535, a data directory of at most 1024 characters, a present of 0 to 2^62 ms, a grant of 1 ms to 1 hour.';
     END IF;
     PERFORM snowflake_registry.durable_commit();
     PERFORM snowflake_registry.check_incarnation();
@@ -533,6 +552,11 @@ DECLARE
     cur snowflake_registry.node_ids;
     new_until bigint;
 BEGIN
+    IF NOT snowflake_registry.valid_times(p_holder_now_ms, p_grant_ms) THEN
+        RAISE EXCEPTION 'snowflake_registry: invalid renewal arguments'
+            USING ERRCODE = '22023',
+                  HINT = 'A present of 0 to 2^62 ms and a grant of 1 ms to 1 hour.';
+    END IF;
     PERFORM snowflake_registry.durable_commit();
     IF snowflake_registry.check_incarnation() THEN
         -- This call fenced, and ended the caller's claim: answer without

@@ -71,6 +71,9 @@ pub extern "C-unwind" fn _PG_init() {
     pg::horizon::register();
     pg::rmgr::register();
     pg::lease_worker::register();
+    if pg::registry::enabled() {
+        pg::registry::worker::register();
+    }
 }
 
 #[cfg(test)]

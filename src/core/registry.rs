@@ -212,6 +212,19 @@ pub fn retry_after_ms(failures: u32, grant_ms: u64) -> u64 {
     (250u64 << failures.min(10)).min(cap).max(100)
 }
 
+/// A wait spread over three quarters to five quarters of `ms`, by `unit`
+/// (a random number in [0, 1)): after a partition or an outage of the
+/// registry, the fleet's servers come back at different moments instead of
+/// all at once.
+pub fn jittered_ms(ms: u64, unit: f64) -> u64 {
+    let unit = if unit.is_finite() {
+        unit.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
+    ((ms as f64) * (0.75 + unit / 2.0)).round() as u64
+}
+
 /// A libpq connection string as it may be shown in messages and logs:
 /// a password (`password=...` or in a URI's user part) is replaced by `***`.
 pub fn conninfo_display(conninfo: &str) -> String {
@@ -438,6 +451,21 @@ mod tests {
         assert_eq!(first_ms_above(i64::MAX), i64::MAX as u64);
         assert_eq!(wait_for_floor_ms(i64::MAX, i64::MIN, 0), u64::MAX);
         assert_eq!(wait_for_floor_ms(i64::MIN, i64::MAX, u64::MAX), 0);
+    }
+
+    #[test]
+    fn retries_are_spread_out() {
+        assert_eq!(jittered_ms(1_000, 0.0), 750);
+        assert_eq!(jittered_ms(1_000, 0.5), 1_000);
+        assert_eq!(jittered_ms(1_000, 0.999_999), 1_250);
+        assert_eq!(jittered_ms(1_000, f64::NAN), 1_000);
+        assert_eq!(jittered_ms(1_000, 7.0), 1_250);
+        // A fleet of 100 retrying at once spreads over the whole range.
+        let waits: std::collections::BTreeSet<u64> = (0..100)
+            .map(|i| jittered_ms(4_000, i as f64 / 100.0))
+            .collect();
+        assert_eq!(waits.len(), 100);
+        assert!(*waits.first().unwrap() == 3_000 && *waits.last().unwrap() >= 4_950);
     }
 
     #[test]

@@ -14,77 +14,35 @@
 //! an idle generator's lease is left alone and the first backend after the
 //! pause extends it.
 //!
-//! Signals are PostgreSQL's own: SIGTERM is `die`, so that a wait for a
-//! synchronous standby (`SyncRepWaitForLSN`) ends at shutdown, and SIGHUP
-//! reloads the configuration (`lease_sync` may change).
+//! Signals are PostgreSQL's own ([`bgworker`]): SIGTERM is `die`, so that
+//! a wait for a synchronous standby (`SyncRepWaitForLSN`) ends at shutdown,
+//! and SIGHUP reloads the configuration (`lease_sync` may change). It talks
+//! to no registry (the registry worker does), so a slow registry never
+//! delays a lease extension.
 
 use crate::core::generator::LEASE_WINDOW_MS;
-use crate::pg::registry::{self, worker::ClaimWorker};
+use crate::pg::bgworker;
+use crate::pg::registry;
 use crate::pg::settings;
 use crate::pg::shmem::{self, Blocked};
-use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::ffi::c_int;
 use std::time::Duration;
 
 /// How often the worker looks at the generator.
 const NAPTIME: Duration = Duration::from_millis(LEASE_WINDOW_MS / 4);
 
-// PostgreSQL's signal handlers, as plain C functions (pgrx's `pg_sys`
-// wraps every function in an error guard, which a signal handler must not
-// be).
-#[cfg(not(feature = "pg19"))]
-unsafe extern "C-unwind" {
-    fn die(signal: c_int);
-    fn SignalHandlerForConfigReload(signal: c_int);
-}
-// PostgreSQL 19 hands every handler the signal's origin too.
-#[cfg(feature = "pg19")]
-unsafe extern "C-unwind" {
-    fn die(signal: c_int, info: *const pg_sys::pg_signal_info);
-    fn SignalHandlerForConfigReload(signal: c_int, info: *const pg_sys::pg_signal_info);
-}
-
 pub fn register() {
-    BackgroundWorkerBuilder::new("snowflake_id lease")
-        .set_type("snowflake_id lease")
-        .set_function("snowflake_id_lease_worker_main")
-        .set_library("snowflake_id")
-        .enable_shmem_access(None)
-        .set_start_time(BgWorkerStartTime::RecoveryFinished)
-        .set_restart_time(Some(Duration::from_secs(5)))
-        .load();
-}
-
-fn shutdown_requested() -> bool {
-    // SAFETY: ProcDiePending is a sig_atomic_t global that the SIGTERM handler
-    // (`die`) sets in this same single-threaded process; a volatile read is
-    // how PostgreSQL reads it.
-    unsafe { std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0 }
+    bgworker::register("snowflake_id lease", "snowflake_id_lease_worker_main");
 }
 
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
-    // SAFETY: the background worker's start, in its own single-threaded
-    // process with signals still blocked: `die` and
-    // SignalHandlerForConfigReload are PostgreSQL's handlers, declared above
-    // with their C signatures (per version), installed before signals are
-    // unblocked as bgworker.c asks. SetConfigOption gets 'static C strings
-    // and changes only this process's synchronous_commit.
+    bgworker::start();
+    // SAFETY: SetConfigOption gets 'static C strings and changes only this
+    // process's synchronous_commit, at its start.
     unsafe {
-        #[cfg(not(any(feature = "pg18", feature = "pg19")))]
-        {
-            pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(die));
-            pg_sys::pqsignal(pg_sys::SIGHUP as c_int, Some(SignalHandlerForConfigReload));
-        }
-        #[cfg(any(feature = "pg18", feature = "pg19"))]
-        {
-            pg_sys::pqsignal_be(pg_sys::SIGTERM as c_int, Some(die));
-            pg_sys::pqsignal_be(pg_sys::SIGHUP as c_int, Some(SignalHandlerForConfigReload));
-        }
-        pg_sys::BackgroundWorkerUnblockSignals();
         // The lease records wait for the remote flush, whatever the
         // server's default synchronous_commit (`local` or `off` would make
         // the wait return at once).
@@ -105,22 +63,8 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
     let layout = config.layout;
     let mut last_seen = shared.generator.last_time_ms(&layout);
     let mut failing = false;
-    // The node id's claim, renewal and release, in registry mode.
-    let mut claim = registry::enabled().then(ClaimWorker::new);
-    while !shutdown_requested() {
-        // SAFETY: ConfigReloadPending is a sig_atomic_t global that the SIGHUP
-        // handler sets in this same single-threaded process; volatile accesses
-        // are how PostgreSQL reads and clears it, and ProcessConfigFile is how a
-        // background worker applies a reload, between two rounds of work.
-        unsafe {
-            if std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 {
-                std::ptr::write_volatile(&raw mut pg_sys::ConfigReloadPending, 0);
-                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-            }
-        }
-        if let Some(claim) = claim.as_mut() {
-            claim.tick(config, shared);
-        }
+    while !bgworker::shutdown_requested() {
+        bgworker::reload_if_asked();
         if shared.blocked() == Blocked::No && registry::node_id(config).is_some() {
             let time = shared.generator.last_time_ms(&layout);
             let active = time != last_seen;
@@ -134,23 +78,16 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
                 Err(_) => {}
             }
         }
-        if shutdown_requested() {
+        if bgworker::shutdown_requested() {
             break;
         }
-        // SAFETY: MyLatch is this process's own latch; WL_EXIT_ON_PM_DEATH ends
-        // the worker rather than wait past the postmaster.
-        unsafe {
-            pg_sys::WaitLatch(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                NAPTIME.as_millis() as _,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-        }
+        bgworker::nap(NAPTIME);
     }
     shared.set_worker_latch(std::ptr::null_mut());
-    if let Some(claim) = claim.as_mut() {
-        claim.release(config, shared);
+    if !bgworker::server_stopping() {
+        // A SIGTERM of this worker alone: the server goes on, so the worker
+        // must come back (backends extend the lease themselves meanwhile,
+        // or, with lease_sync = on, wait for it: see extend_lease).
+        bgworker::exit_to_be_restarted("snowflake_id lease worker");
     }
 }

@@ -8,10 +8,12 @@
 //! - [`clock`]: the wall clock, and ID times as timestamps;
 //! - [`settings`]: the `snowflake_id.*` settings and the validated
 //!   configuration (held once);
+//! - [`bgworker`]: what the background workers share as processes
+//!   (signals, their loop's checks, restart after a SIGTERM of their own);
 //! - [`wal`]: the lease records written to the WAL, and the wait for
 //!   synchronous standbys;
 //! - [`registry`]: the node id claimed from a registry, its grant (the
-//!   lease's fence) and the lease worker's claim, renewal and release,
+//!   lease's fence) and the registry worker's claim, renewal and release,
 //!   over the server's own libpq;
 //! - [`horizon`]: the read horizon's slots and prepared-transaction table
 //!   in shared memory, and its transaction callback;
@@ -22,8 +24,12 @@
 //! - [`backend`]: the backend's view of the generator: may it issue, the
 //!   generator's environment, issuing;
 //! - [`lease_worker`]: the background worker that extends the lease.
+//!
+//! (The registry's own background worker, which claims, renews and
+//! releases the node id, is [`registry::worker`].)
 
 pub mod backend;
+pub mod bgworker;
 pub mod clock;
 pub mod errors;
 pub mod horizon;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What the registry's clients and owner may trust (issue 35, items 1, 2, 3
-# and 9; docs/registry.md, "What the servers trust"):
+# What the registry's clients and owner may trust (issue 35, items 1, 2, 3,
+# 9 and part of 4; docs/registry.md, "What the servers trust"):
 #
 # 1. Durable whatever the registry's synchronous_commit: the client role
 #    runs with synchronous_commit = off (as on a managed service or a busy
@@ -28,6 +28,9 @@
 # 4. A claim is idempotent per token: the same token again (a retry whose
 #    first answer was lost) gets the same answer, not a takeover of its own
 #    claim with its own grant as the floor.
+# 5. Every argument of the client role's calls is bounded (item 4, in
+#    part): a renewal asking for a grant of 9e18 ms (which broke the holders
+#    view) and a claim with a 300-character host are refused.
 . "$(dirname "$0")/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=registry_lib.bash
 . "$(dirname "$0")/registry_lib.bash"
@@ -190,3 +193,17 @@ auto2=$(registry_sql "SELECT node_id || ' ' || claim_id FROM snowflake_registry.
 [ "$auto1" = "$auto2" ] || fail "an automatic claim retried with its token took another node id: $auto1, then $auto2"
 pass "a claim retried with its token gets the same node id, claim, floor and grant (fixed and automatic)"
 no_duplicates "the end"
+
+# --- 5. every argument bounded
+# (Claim 800 of part 4, renewed by its holder with an absurd grant: the
+# renewal interval, a sixth of it, overflowed an interval, and the holders
+# view and every later claim of node id 800 failed.)
+out=$(registry_sql "SELECT snowflake_registry.renew('default', 800, $(echo "$first" | cut -d' ' -f2), '${token}20', $now, 9000000000000000000)" 2>&1) &&
+  fail "a renewal asking for a grant of 9e18 ms was accepted"
+echo "$out" | grep -q "invalid renewal arguments" || fail "an absurd renewal failed otherwise: $out"
+sql_value reg "SELECT count(*) FROM snowflake_registry.holders" >/dev/null || fail "the holders view fails"
+long=$(printf 'h%.0s' $(seq 1 300))
+out=$(registry_sql "SELECT * FROM snowflake_registry.claim('default', $EPOCH, 10, 12, NULL, NULL, '${token}30', 1, '$long', 1, '/d', $now, 3000)" 2>&1) &&
+  fail "a claim with a host of 300 characters was accepted"
+echo "$out" | grep -q "invalid claim arguments" || fail "a claim with a long host failed otherwise: $out"
+pass "absurd arguments are refused (22023): a grant of 9e18 ms, a host of 300 characters; the holders view still works"

@@ -1,4 +1,4 @@
-//! The server's own libpq, loaded at run time by the lease worker, and the
+//! The server's own libpq, loaded at run time by the registry worker, and the
 //! few calls the registry needs, without blocking on the network.
 //!
 //! Why libpq: it is what `postgres_fdw`, `dblink`, Citus and
@@ -7,7 +7,7 @@
 //! (`sslmode`, certificates), `.pgpass`, service files, several hosts with
 //! `target_session_attrs`, Kerberos. A Rust client would give us none of
 //! that for free. Why loaded at run time (`dlopen`) rather than linked:
-//! only the lease worker needs it, a server without a registry never loads
+//! only the registry worker needs it, a server without a registry never loads
 //! it, and the build needs no libpq headers or link step on any of the
 //! supported versions. It is looked up next to the server's own libraries
 //! (`get_lib_path`: a relocatable install finds its own copy), then by the
@@ -210,6 +210,10 @@ fn shutting_down() -> bool {
     unsafe { std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0 }
 }
 
+/// The registry's side of the connection's keepalives: the same as this
+/// side's (10 s idle, then every 5 s, 3 probes).
+const KEEPALIVES_SQL: &str = "SELECT set_config('tcp_keepalives_idle', '10', false), set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false)";
+
 /// One open connection to the registry.
 pub struct Connection {
     api: &'static Api,
@@ -246,7 +250,7 @@ impl Connection {
             if sock < 0 {
                 return Err(self.error());
             }
-            // SAFETY: MyLatch is this process's own latch (the lease worker's, the
+            // SAFETY: MyLatch is this process's own latch (the registry worker's, the
             // only process that opens connections); `sock` is the connection's
             // socket, checked to be valid; WL_EXIT_ON_PM_DEATH ends the process
             // rather than wait past the postmaster; an ERROR is turned into a Rust
@@ -279,14 +283,26 @@ impl Connection {
         let deadline = Instant::now() + CALL_TIMEOUT;
         let value = CString::new(conninfo)
             .map_err(|_| "the connection string holds a NUL byte".to_string())?;
+        // TCP keepalives on this side first, so that the connection string
+        // (expanded from `dbname`, after them) may override them: a
+        // registry that vanishes without a word (a partition, a frozen
+        // host) is noticed within about 25 s even between calls.
         let keys = [
+            c"keepalives".as_ptr(),
+            c"keepalives_idle".as_ptr(),
+            c"keepalives_interval".as_ptr(),
+            c"keepalives_count".as_ptr(),
             c"dbname".as_ptr(),
             c"fallback_application_name".as_ptr(),
             std::ptr::null(),
         ];
         let values = [
+            c"1".as_ptr(),
+            c"10".as_ptr(),
+            c"5".as_ptr(),
+            c"3".as_ptr(),
             value.as_ptr(),
-            c"snowflake_id lease".as_ptr(),
+            c"snowflake_id registry".as_ptr(),
             std::ptr::null(),
         ];
         // SAFETY: `keys` and `values` are null-terminated arrays of NUL-terminated
@@ -319,6 +335,13 @@ impl Connection {
         if unsafe { (api.set_nonblocking)(c.conn, 1) } != 0 {
             return Err(c.error());
         }
+        // And keepalives on the registry's side of the socket: after a
+        // partition its session would otherwise linger for the kernel's
+        // default (2 hours) while this server opens another, until the
+        // registry runs out of connections. (Session settings; ignored on a
+        // Unix socket.)
+        c.query(KEEPALIVES_SQL, &[], on_shutdown)
+            .map_err(|e| format!("setting the registry session's TCP keepalives failed: {e:?}"))?;
         Ok(c)
     }
 

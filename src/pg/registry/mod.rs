@@ -2,7 +2,7 @@
 //! what backends check before they issue, and the lease's fence.
 //!
 //! With `snowflake_id.registry` set, the node id is not the setting's but
-//! the one the lease worker claimed ([`worker`]), and the generator's lease
+//! the one the registry worker claimed ([`worker`]), and the generator's lease
 //! never passes the claim's grant (the rules and why they keep IDs unique:
 //! [`crate::core::registry`]). The hot path reads one more word only in
 //! this mode (the claimed node id, published once per server lifetime,
@@ -31,7 +31,7 @@ const SHMEM_NAME: &CStr = c"snowflake_id registry";
 const MESSAGE_LEN: usize = 2048;
 /// No node id claimed (yet).
 const NONE: u64 = u64::MAX;
-/// How long a backend waits for the lease worker's first claim after a
+/// How long a backend waits for the registry worker's first claim after a
 /// start before it reports what stands in the way.
 const FIRST_CLAIM_WAIT: Duration = Duration::from_secs(5);
 
@@ -39,7 +39,7 @@ const FIRST_CLAIM_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Phase {
-    /// No claim tried yet (the lease worker starts with the server).
+    /// No claim tried yet (the registry worker starts with the server).
     Starting = 0,
     /// A claim failed; the worker tries again.
     Failed = 1,
@@ -68,7 +68,7 @@ impl Phase {
     }
 }
 
-/// The claim, in shared memory. Written by the lease worker only.
+/// The claim, in shared memory. Written by the registry worker only.
 #[repr(C)]
 pub struct ClaimState {
     /// The claimed node id once it may be used, else [`NONE`].
@@ -78,6 +78,15 @@ pub struct ClaimState {
     floor_ms: AtomicI64,
     /// The node id claimed (also while waiting for its floor).
     claimed_node: AtomicU64,
+    /// The registry's number of the claim and its secret token (16 bytes),
+    /// so that a registry worker started again (after a SIGTERM of its own,
+    /// or an ERROR) resumes the claim: the same node id, renewed and
+    /// released with the same token, never a node id paired with another
+    /// claim's grant. 0: no claim yet.
+    claim_id: AtomicI64,
+    token: [AtomicU64; 2],
+    /// How many times the registry worker ended while the server ran.
+    worker_exits: AtomicU32,
     phase: AtomicU32,
     /// Whether `message` says why the last call failed (the grant may
     /// still hold).
@@ -135,6 +144,9 @@ pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
                 until_ms: AtomicU64::new(0),
                 floor_ms: AtomicI64::new(-1),
                 claimed_node: AtomicU64::new(NONE),
+                claim_id: AtomicI64::new(0),
+                token: [AtomicU64::new(0), AtomicU64::new(0)],
+                worker_exits: AtomicU32::new(0),
                 phase: AtomicU32::new(Phase::Starting as u32),
                 failing: AtomicBool::new(false),
                 lock,
@@ -196,6 +208,38 @@ impl ClaimState {
 
     pub fn until_ms(&self) -> u64 {
         self.until_ms.load(Ordering::Acquire)
+    }
+
+    /// Keeps the claim's number and token for a registry worker started again.
+    fn keep_claim(&self, claim_id: i64, token: [u8; 16]) {
+        let (low, high) = token.split_at(8);
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+        self.token[0].store(word(low), Ordering::Release);
+        self.token[1].store(word(high), Ordering::Release);
+        self.claim_id.store(claim_id, Ordering::Release);
+    }
+
+    /// The claim a registry worker started again resumes: its number, token
+    /// and grant, when one was made and is not released.
+    fn kept_claim(&self) -> Option<(i64, [u8; 16], crate::core::registry::Grant)> {
+        let claim_id = self.claim_id.load(Ordering::Acquire);
+        let node_id = self.claimed_node.load(Ordering::Acquire);
+        if claim_id <= 0
+            || node_id == NONE
+            || !matches!(self.phase(), Phase::Waiting | Phase::Held | Phase::Lost)
+        {
+            return None;
+        }
+        let mut token = [0u8; 16];
+        token[..8].copy_from_slice(&self.token[0].load(Ordering::Acquire).to_le_bytes());
+        token[8..].copy_from_slice(&self.token[1].load(Ordering::Acquire).to_le_bytes());
+        let grant = crate::core::registry::Grant {
+            node_id,
+            claim_id,
+            floor_ms: self.floor_ms.load(Ordering::Acquire),
+            until_ms: self.until_ms(),
+        };
+        Some((claim_id, token, grant))
     }
 }
 
@@ -321,8 +365,9 @@ fn no_node_error(state: &ClaimState, phase: Phase) -> Error {
         Phase::Waiting => Error::RegistryWaitingForFloor { message },
         Phase::Starting => Error::RegistryUnavailable {
             registry,
-            message: "the lease worker (\"snowflake_id lease\") has not claimed a node id yet"
-                .into(),
+            message:
+                "the registry worker (\"snowflake_id registry\") has not claimed a node id yet"
+                    .into(),
         },
         _ => match message.split_once(' ') {
             Some((code, rest))

@@ -1,5 +1,13 @@
-//! The lease worker's registry duties: claim a node id at start, renew the
-//! grant ahead of need, release it at a clean shutdown.
+//! The registry worker ("snowflake_id registry", a background worker of its
+//! own, started only with `snowflake_id.registry` set): claim a node id at
+//! start, renew the grant ahead of need, release it at a clean shutdown. It
+//! is apart from the lease worker so that a registry that answers slowly,
+//! or a connection that hangs (DNS, a half-open socket), never delays a
+//! lease extension: backends, and with `lease_sync = on` the lease worker,
+//! extend the lease within the grant whatever the registry does.
+//!
+//! Terminated alone while the server runs, it exits to be started again
+//! and the new one resumes the claim from shared memory ([`ClaimWorker::new`]).
 //!
 //! The claim is made once per server lifetime (a new random token each
 //! time: a restarted server, or a copy, cannot prove it is the one that
@@ -26,11 +34,13 @@ use super::{state, ClaimState, Phase, NONE};
 use crate::core::config::Config;
 use crate::core::instance::{read_marker, write_marker};
 use crate::core::registry::{
-    check_claim_answer, check_renewal_answer, first_ms_above, renew_every_ms, renewal_due,
-    retry_after_ms, wait_for_floor_ms, AnswerError, Asked, Grant,
+    check_claim_answer, check_renewal_answer, first_ms_above, jittered_ms, renew_every_ms,
+    renewal_due, retry_after_ms, wait_for_floor_ms, AnswerError, Asked, Grant,
 };
+use crate::pg::bgworker;
 use crate::pg::clock;
 use crate::pg::settings::{self, data_dir};
+use crate::pg::shmem;
 use crate::pg::shmem::{Blocked, Shared};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -46,9 +56,46 @@ const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms FROM snowf
 const RENEW_SQL: &str = "SELECT snowflake_registry.renew($1, $2, $3, $4, $5, $6)";
 const RELEASE_SQL: &str = "SELECT snowflake_registry.release($1, $2, $3, $4, $5)";
 
-/// The lease worker's side of the claim (process-local).
+/// How often the registry worker looks at the claim (renewals are due
+/// every sixth of the grant, at least 100 ms; a waiting claim is published
+/// when the clock comes near its floor).
+const NAPTIME: Duration = Duration::from_millis(50);
+
+/// Registers the registry worker (at start, with a registry).
+pub fn register() {
+    bgworker::register("snowflake_id registry", "snowflake_id_registry_worker_main");
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn snowflake_id_registry_worker_main(_arg: pg_sys::Datum) {
+    bgworker::start();
+    let (Some(config), Some(shared)) = (settings::config(), shmem::shared()) else {
+        return;
+    };
+    let mut claim = ClaimWorker::new();
+    while !bgworker::shutdown_requested() {
+        bgworker::reload_if_asked();
+        claim.tick(config, shared);
+        if bgworker::shutdown_requested() {
+            break;
+        }
+        bgworker::nap(NAPTIME);
+    }
+    if !bgworker::server_stopping() {
+        // Terminated alone: the claim stays for the worker PostgreSQL
+        // starts again; backends issue within the grant meanwhile.
+        claim.suspend();
+        bgworker::exit_to_be_restarted("snowflake_id registry worker");
+    }
+    claim.release(config, shared);
+}
+
+/// The registry worker's side of the claim (process-local; what outlives the
+/// process is in [`ClaimState`]).
 pub struct ClaimWorker {
     conn: Option<Connection>,
+    token_bytes: [u8; 16],
     token: String,
     grant: Option<Grant>,
     failures: u32,
@@ -58,18 +105,53 @@ pub struct ClaimWorker {
 }
 
 impl ClaimWorker {
+    /// A new registry worker's side of the claim: the claim a previous lease
+    /// worker of this server made, if it ended while the server ran (its
+    /// token and grant are in shared memory), else none yet, with a fresh
+    /// token.
     pub fn new() -> ClaimWorker {
-        ClaimWorker {
+        let kept = state().and_then(ClaimState::kept_claim);
+        let token_bytes = kept.map_or_else(random_token, |(_, token, _)| token);
+        let worker = ClaimWorker {
             conn: None,
-            token: random_token(),
-            grant: None,
+            token_bytes,
+            token: hex(&token_bytes),
+            grant: kept.map(|(_, _, grant)| grant),
             failures: 0,
             next_call: Instant::now(),
             logged: String::new(),
+        };
+        if let (Some(grant), Some(state)) = (worker.grant, state()) {
+            log!(
+                "snowflake_id: the registry worker started again (it had ended {} time(s) while the server ran) and resumes claim {} of node id {}",
+                state.worker_exits.load(Ordering::Acquire),
+                grant.claim_id,
+                grant.node_id
+            );
+            if state.phase() != Phase::Lost {
+                state.set_message("");
+                state.failing.store(false, Ordering::Release);
+            }
+        }
+        worker
+    }
+
+    /// The registry worker ends while the server keeps running (a SIGTERM of
+    /// its own, not a shutdown): the claim stays, for the worker
+    /// PostgreSQL starts again to resume; backends go on issuing within
+    /// the grant meanwhile.
+    pub fn suspend(&mut self) {
+        let Some(state) = state() else { return };
+        let exits = state.worker_exits.fetch_add(1, Ordering::AcqRel) + 1;
+        if self.grant.is_some() {
+            state.set_message(&format!(
+                "57P01 the registry worker (\"snowflake_id registry\") was terminated while the server runs ({exits} time(s)); PostgreSQL starts it again within 5 s and it resumes the claim"
+            ));
+            state.failing.store(true, Ordering::Release);
         }
     }
 
-    /// One turn of the lease worker's loop.
+    /// One turn of the registry worker's loop.
     pub fn tick(&mut self, config: &Config, shared: &Shared) {
         let Some(state) = state() else { return };
         // A held server (a copy, a changed configuration) claims nothing
@@ -133,7 +215,7 @@ impl ClaimWorker {
             preferred.map(|n| n.to_string()),
             s(self.token.clone()),
             // SAFETY: GetSystemIdentifier takes no argument and reads pg_control's
-            // copy in shared memory, which the lease worker is attached to.
+            // copy in shared memory, which the registry worker is attached to.
             s(unsafe { pg_sys::GetSystemIdentifier() }.to_string()),
             s(host_name()),
             // SAFETY: PostPortNumber is a plain int global, set from `port` when the
@@ -168,6 +250,7 @@ impl ClaimWorker {
             .lease_until_ms
             .fetch_min(grant.until_ms, Ordering::AcqRel);
         state.floor_ms.store(grant.floor_ms, Ordering::Release);
+        state.keep_claim(grant.claim_id, self.token_bytes);
         state.claimed_node.store(grant.node_id, Ordering::Release);
         self.grant = Some(grant);
         self.succeeded(state);
@@ -302,7 +385,10 @@ impl ClaimWorker {
         } else if matches!(state.phase(), Phase::Starting) {
             state.set_phase(Phase::Failed);
         }
-        let delay = retry_after_ms(self.failures, settings::registry_grant_ms());
+        let delay = jittered_ms(
+            retry_after_ms(self.failures, settings::registry_grant_ms()),
+            random_unit(),
+        );
         self.failures = self.failures.saturating_add(1);
         self.next_call = Instant::now() + Duration::from_millis(delay);
         let shown = text.split_once(' ').map_or(text.as_str(), |(_, m)| m);
@@ -437,8 +523,21 @@ fn host_name() -> String {
         .into_owned()
 }
 
-/// 128 random bits, as hex: the claim's secret.
-fn random_token() -> String {
+/// A random number in [0, 1), for spreading retries.
+fn random_unit() -> f64 {
+    let bytes = random_token();
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[..8]);
+    (u64::from_le_bytes(word) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Bytes as lower-case hex (the token as the registry sees it).
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// 128 random bits: the claim's secret (sent as hex).
+fn random_token() -> [u8; 16] {
     let mut bytes = [0u8; 16];
     // SAFETY: `bytes` is a writable buffer of exactly bytes.len() bytes, the
     // length pg_strong_random is told to fill.
@@ -451,5 +550,5 @@ fn random_token() -> String {
             .unwrap_or(0);
         bytes.copy_from_slice(&(t ^ (std::process::id() as u128) << 64).to_le_bytes());
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    bytes
 }
