@@ -59,6 +59,8 @@ arch=$(dpkg --print-architecture)
 [ -n "$major" ] || { echo "package: cannot read the PostgreSQL major of $PG_CONFIG" >&2; exit 1; }
 out="$ROOT/target/package"
 mkdir -p "$out"
+# Where cargo builds: this tree's, or CARGO_TARGET_DIR.
+target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
 
 # An earlier commit: its sources from git, built in a directory of their own
 # (in this tree's target directory: below), packed by this script. A commit's packages never change, so they are kept in the
@@ -97,7 +99,6 @@ if [ -n "$git_rev" ]; then
     # target/debug/libsnowflake_id.so and .rlib while cargo still counts this
     # tree's build as fresh: they are removed after it (also when it fails),
     # so the next build of this tree makes them again.
-    target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
     forget_previous_outputs() {
       rm -f "$target_dir"/debug/libsnowflake_id.{so,rlib,d} "$target_dir"/debug/deps/libsnowflake_id.{so,rlib} \
         "$target_dir"/debug/deps/snowflake_id.d
@@ -126,7 +127,6 @@ version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -1)
 [ -n "$version" ] || { echo "package: cannot read the version in Cargo.toml" >&2; exit 1; }
 pkglibdir=$("$PG_CONFIG" --pkglibdir)
 sharedir=$("$PG_CONFIG" --sharedir)
-target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
 # SF_PACKAGE_DEBUG=1: a debug build, for tests only: an earlier commit's
 # package (above), the starting point of an upgrade test; and on 16 to 19
 # in scripts/test.sh, whose installed build is a debug build (the packages

@@ -75,6 +75,17 @@ pub struct Asked {
     pub max_time_ms: u64,
 }
 
+impl Asked {
+    /// The latest end the registry's rule gives a grant above `floor_ms`:
+    /// the later of the floor and the present sent, plus the grant asked
+    /// (the registry caps it lower, never higher).
+    fn limit_ms(&self, floor_ms: i64) -> u64 {
+        self.holder_now_ms
+            .max(floor_ms.max(0) as u64)
+            .saturating_add(self.grant_ms)
+    }
+}
+
 /// Why an answer of the registry cannot be right (and is refused).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum AnswerError {
@@ -131,8 +142,7 @@ pub fn check_claim_answer(
     if until_ms < floor_ms || until_ms < 0 {
         return Err(AnswerError::UntilBelowFloor { until_ms, floor_ms });
     }
-    let start = asked.holder_now_ms.max(floor_ms.max(0) as u64);
-    let limit_ms = start.saturating_add(asked.grant_ms);
+    let limit_ms = asked.limit_ms(floor_ms);
     if until_ms as u64 > limit_ms {
         return Err(AnswerError::UntilBeyondAsked { until_ms, limit_ms });
     }
@@ -159,8 +169,7 @@ pub fn check_renewal_answer(
             floor_ms: held.floor_ms,
         });
     }
-    let start = asked.holder_now_ms.max(held.floor_ms.max(0) as u64);
-    let limit_ms = held.until_ms.max(start.saturating_add(asked.grant_ms));
+    let limit_ms = held.until_ms.max(asked.limit_ms(held.floor_ms));
     if until_ms as u64 > limit_ms {
         return Err(AnswerError::UntilBeyondAsked { until_ms, limit_ms });
     }

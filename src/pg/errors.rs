@@ -298,7 +298,7 @@ impl Error {
             E::RegistryUnavailable { registry, message } => report(
                 Code::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
                 format!("no node id: the registry ({registry}) has not granted one: {message}"),
-                "Make the registry reachable with snowflake_id.registry's connection string (host, port, role with snowflake_registry_client, password in .pgpass); the lease worker keeps trying and issuing starts by itself. The server log has each failure.",
+                "Make the registry reachable with snowflake_id.registry's connection string (host, port, role with snowflake_registry_client, password in .pgpass); the registry worker keeps trying and issuing starts by itself. The server log has each failure.",
             ),
             E::RegistryRefused {
                 registry,
@@ -316,9 +316,9 @@ impl Error {
                 format!("no node id: the registry ({registry}) refused the claim ({sqlstate}): {message}"),
                 match sqlstate.as_str() {
                     "42501" | "42883" | "3F000" => "Install the registry (registry/snowflake_registry.sql) in the database the connection string names, and GRANT snowflake_registry_client to the role this server logs in as.",
-                    "42704" => "Check snowflake_id.registry_fleet for a typo; a new fleet is made by the registry's owner with snowflake_registry.create_fleet(). The lease worker tries again every few seconds.",
+                    "42704" => "Check snowflake_id.registry_fleet for a typo; a new fleet is made by the registry's owner with snowflake_registry.create_fleet(). The registry worker tries again every few seconds.",
                     "08P01" => "The answer was not used. Check that snowflake_id.registry names the registry's own database, with registry/snowflake_registry.sql installed there unchanged, and verify the connection (sslmode=verify-full).",
-                    _ => "Fix what the registry says (its hint is part of the message); the lease worker tries again every few seconds and issuing starts by itself.",
+                    _ => "Fix what the registry says (its hint is part of the message); the registry worker tries again every few seconds and issuing starts by itself.",
                 },
             ),
             E::RegistryWaitingForFloor { message } => report(
@@ -345,7 +345,7 @@ impl Error {
                 if lost {
                     "Restart this server to claim a node id again; it issued no ID its node id's new holder can issue."
                 } else {
-                    "Make the registry reachable again: issuing resumes by itself once the lease worker renews the grant. snowflake_id.registry_grant sets how long a server issues without the registry."
+                    "Make the registry reachable again: issuing resumes by itself once the registry worker renews the grant. snowflake_id.registry_grant sets how long a server issues without the registry."
                 },
             ),
             E::ReplayFailed(message) => report(
@@ -381,7 +381,7 @@ impl Error {
             E::Generate(GenerateError::Grant(e)) => report(
                 Code::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
                 e.to_string(),
-                "Make the registry reachable again: issuing resumes by itself once the lease worker renews the grant.",
+                "Make the registry reachable again: issuing resumes by itself once the registry worker renews the grant.",
             ),
             E::Generate(GenerateError::Lease(message)) => {
                 let hint = if message.contains("lease worker") {

@@ -49,7 +49,7 @@ worker_back() {
   fail "$1: no $2 worker came back within $4 s after the SIGTERM of $3 (ps: $(ps -o pid=,args= --ppid "$(head -1 "$(cluster_dir "$1")/postmaster.pid")" | tr '\n' ';'))"
 }
 
-# --- 1. SIGTERM of the lease worker alone, with a registry
+# --- 1. SIGTERM of the registry worker alone
 node_init w
 cluster_start w
 make_table w

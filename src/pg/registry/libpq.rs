@@ -18,6 +18,7 @@
 //! worker, and a shutdown ends a wait at once (except the release, which
 //! is allowed its short deadline).
 
+use crate::pg::bgworker;
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
@@ -203,13 +204,6 @@ fn text(p: *const c_char) -> Option<String> {
     })
 }
 
-fn shutting_down() -> bool {
-    // SAFETY: ProcDiePending is a sig_atomic_t global that the SIGTERM
-    // handler (`die`) sets in this same single-threaded process; a volatile
-    // read is how PostgreSQL reads it.
-    unsafe { std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0 }
-}
-
 /// The registry's side of the connection's keepalives: the same as this
 /// side's (10 s idle, then every 5 s, 3 probes).
 const KEEPALIVES_SQL: &str = "SELECT set_config('tcp_keepalives_idle', '10', false), set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false)";
@@ -238,7 +232,7 @@ impl Connection {
     /// Waits until the socket is ready for `events` or the deadline passes.
     fn wait(&self, events: u32, deadline: Instant, on_shutdown: OnShutdown) -> Result<(), String> {
         loop {
-            if on_shutdown == OnShutdown::Abort && shutting_down() {
+            if on_shutdown == OnShutdown::Abort && bgworker::shutdown_requested() {
                 return Err("the server is shutting down".into());
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -219,9 +219,10 @@ impl ClaimState {
         self.claim_id.store(claim_id, Ordering::Release);
     }
 
-    /// The claim a registry worker started again resumes: its number, token
-    /// and grant, when one was made and is not released.
-    fn kept_claim(&self) -> Option<(i64, [u8; 16], crate::core::registry::Grant)> {
+    /// The claim a registry worker started again resumes: its token and
+    /// grant (which holds its number), when one was made and is not
+    /// released.
+    fn kept_claim(&self) -> Option<([u8; 16], crate::core::registry::Grant)> {
         let claim_id = self.claim_id.load(Ordering::Acquire);
         let node_id = self.claimed_node.load(Ordering::Acquire);
         if claim_id <= 0
@@ -239,7 +240,7 @@ impl ClaimState {
             floor_ms: self.floor_ms.load(Ordering::Acquire),
             until_ms: self.until_ms(),
         };
-        Some((claim_id, token, grant))
+        Some((token, grant))
     }
 }
 

@@ -95,8 +95,8 @@ pub extern "C-unwind" fn snowflake_id_registry_worker_main(_arg: pg_sys::Datum) 
 /// process is in [`ClaimState`]).
 pub struct ClaimWorker {
     conn: Option<Connection>,
+    /// The claim's secret (sent as hex: [`ClaimWorker::token`]).
     token_bytes: [u8; 16],
-    token: String,
     grant: Option<Grant>,
     failures: u32,
     next_call: Instant,
@@ -105,18 +105,17 @@ pub struct ClaimWorker {
 }
 
 impl ClaimWorker {
-    /// A new registry worker's side of the claim: the claim a previous lease
-    /// worker of this server made, if it ended while the server ran (its
+    /// A new registry worker's side of the claim: the claim a previous
+    /// registry worker of this server made, if it ended while the server ran (its
     /// token and grant are in shared memory), else none yet, with a fresh
     /// token.
     pub fn new() -> ClaimWorker {
         let kept = state().and_then(ClaimState::kept_claim);
-        let token_bytes = kept.map_or_else(random_token, |(_, token, _)| token);
+        let token_bytes = kept.map_or_else(random_token, |(token, _)| token);
         let worker = ClaimWorker {
             conn: None,
             token_bytes,
-            token: hex(&token_bytes),
-            grant: kept.map(|(_, _, grant)| grant),
+            grant: kept.map(|(_, grant)| grant),
             failures: 0,
             next_call: Instant::now(),
             logged: String::new(),
@@ -145,10 +144,16 @@ impl ClaimWorker {
         let exits = state.worker_exits.fetch_add(1, Ordering::AcqRel) + 1;
         if self.grant.is_some() {
             state.set_message(&format!(
-                "57P01 the registry worker (\"snowflake_id registry\") was terminated while the server runs ({exits} time(s)); PostgreSQL starts it again within 5 s and it resumes the claim"
+                "57P01 the registry worker (\"snowflake_id registry\") was terminated while the server runs ({exits} time(s)); PostgreSQL starts it again within {} s and it resumes the claim",
+                bgworker::RESTART_AFTER.as_secs()
             ));
             state.failing.store(true, Ordering::Release);
         }
+    }
+
+    /// The claim's token, as the registry sees it.
+    fn token(&self) -> String {
+        hex(&self.token_bytes)
     }
 
     /// One turn of the registry worker's loop.
@@ -213,7 +218,7 @@ impl ClaimWorker {
             s(layout.sequence_bits().to_string()),
             config.node_id.map(|n| n.to_string()),
             preferred.map(|n| n.to_string()),
-            s(self.token.clone()),
+            s(self.token()),
             // SAFETY: GetSystemIdentifier takes no argument and reads pg_control's
             // copy in shared memory, which the registry worker is attached to.
             s(unsafe { pg_sys::GetSystemIdentifier() }.to_string()),
@@ -299,7 +304,7 @@ impl ClaimWorker {
             Some(settings::registry_fleet()),
             Some(grant.node_id.to_string()),
             Some(grant.claim_id.to_string()),
-            Some(self.token.clone()),
+            Some(self.token()),
             Some(asked.holder_now_ms.to_string()),
             Some(asked.grant_ms.to_string()),
         ];
@@ -419,7 +424,7 @@ impl ClaimWorker {
             Some(settings::registry_fleet()),
             Some(grant.node_id.to_string()),
             Some(grant.claim_id.to_string()),
-            Some(self.token.clone()),
+            Some(self.token()),
             Some(issued_until.to_string()),
         ];
         match self.call(RELEASE_SQL, &params, OnShutdown::Finish) {
