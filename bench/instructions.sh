@@ -36,7 +36,7 @@
 # cancels. The batch forms are reported per ID of their whole statement,
 # beside snowflake_next()'s whole statement per row.
 #
-# Targets (issue 27), checked here and not by a timed test:
+# Instruction-count targets, checked here and not by a timed test:
 #   per one-call transaction, snowflake_next() <= 1.02x clock_timestamp()
 #   (PostgreSQL's cheapest volatile function), both over SELECT 1;
 #   per call in one statement, snowflake_next() <= 300 instructions over 1.
@@ -311,7 +311,7 @@ report_version() {
   met_txn=$(awk -v r="$ratio" -v t="$TARGET_TXN_RATIO" 'BEGIN { print (r <= t) ? "yes" : "**no**" }')
   met_call=$(awk -v c="$CALL_snowflake" -v t="$TARGET_CALL" 'BEGIN { print (c <= t) ? "yes" : "**no**" }')
   say ""
-  say "| target (issue 27) | measured | met |"
+  say "| instruction-count target | measured | met |"
   say "|---|---|---|"
   say "| per one-call transaction, \`snowflake_next()\` <= ${TARGET_TXN_RATIO}x \`clock_timestamp()\` | ${ratio}x | $met_txn |"
   say "| per call in one statement, \`snowflake_next()\` <= $TARGET_CALL | $(fmt_int "$CALL_snowflake") | $met_call |"

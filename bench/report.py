@@ -1,7 +1,9 @@
 """Turns a bench/run.sh result directory into docs/<name>.md and
 docs/<name>.png: medians over the repetitions, ratios within the run, and
-the targets of issue 5 (and, where uuidv7() was measured, on PostgreSQL 18,
-those of issue 11 against it).
+the benchmark targets (against bigserial, a sequence with CACHE 100,
+SELECT 1 and gen_random_uuid(), for the batch forms, the cost's growth
+with N and the throttle; and, where uuidv7() was measured, on PostgreSQL 18,
+those against uuidv7()).
 
     python bench/report.py bench/results/<date> docs [name]   (name: benchmark)
 
@@ -230,7 +232,7 @@ def main():
         w("")
 
     # targets
-    w("**Targets of issue 5**")
+    w("**Benchmark targets**")
     w("")
     w("| target | measured | met |")
     w("|---|---|---|")
@@ -274,7 +276,7 @@ def main():
     w("")
 
     if res.median(*one("uuidv7", ONE_M)) is not None:
-        w("**Targets of issue 11 against PostgreSQL 18's uuidv7()**")
+        w("**Benchmark targets against PostgreSQL 18's uuidv7()**")
         w("")
         w("| target | measured | met |")
         w("|---|---|---|")

@@ -9,7 +9,7 @@
 #   bench/run.sh --pg 18    on another supported PostgreSQL (default 15);
 #                           combine with --quick or --full
 #
-# Writes docs/benchmark.md (medians, ratios, the targets of issue 5) and
+# Writes docs/benchmark.md (medians, ratios, the benchmark targets) and
 # docs/benchmark.png (pgbench throughput against clients) for 15, and
 # docs/benchmark-pg<NN>.md and .png for another version, and keeps the raw
 # numbers in bench/results/<date>/. On 18 the run also compares against

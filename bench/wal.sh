@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost of the lease in the WAL (issue 13), on a primary with a
+# The cost of the lease in the WAL, on a primary with a
 # synchronous streaming standby (synchronous_standby_names = '*'), with
 # snowflake_id.lease_sync off and then on:
 #   1. one session at full speed: 10,000,000 snowflake_next() in one query:
@@ -34,8 +34,8 @@ mkdir -p "$OUT"
 bench_build "$OUT"
 # shellcheck source=../tests/integration/lib.sh
 . "$ROOT/tests/integration/lib.sh"
-# shellcheck source=../tests/integration/failover_lib.bash
-. "$ROOT/tests/integration/failover_lib.bash"
+# shellcheck source=../tests/integration/lib_failover.sh
+. "$ROOT/tests/integration/lib_failover.sh"
 
 cluster_init p "$(free_port)" "snowflake_id.node_id = 1" \
   "max_wal_size = '4GB'" "checkpoint_timeout = '30min'"

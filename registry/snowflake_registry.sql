@@ -103,8 +103,8 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.fences (
     why text NOT NULL
 );
 
--- Every claim ever made (also the history issue 25's "who issued this ID"
--- reads): the holder, and the ID-time range it was granted.
+-- Every claim ever made (also the history that who_issued(), "who issued
+-- this ID", reads): the holder, and the ID-time range it was granted.
 CREATE TABLE IF NOT EXISTS snowflake_registry.grants (
     claim_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     fleet text NOT NULL REFERENCES snowflake_registry.fleets,

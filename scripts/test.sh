@@ -161,7 +161,8 @@ for v in "${versions[@]}"; do
     all=()
     for f in tests/integration/*.sh; do
       name=$(basename "$f" .sh)
-      case " lib lib_clock run_all $NOT_ON_15 " in *" $name "*) continue ;; esac
+      case $name in lib | lib_* | run_all) continue ;; esac
+      case " $NOT_ON_15 " in *" $name "*) continue ;; esac
       all+=("$name")
     done
     step "pg$v: integration tests (all but: $NOT_ON_15)"

@@ -31,8 +31,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=sharding_lib.bash
-. "$(dirname "$0")/sharding_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_sharding.sh
+. "$(dirname "$0")/lib_sharding.sh"
 
 require_installed_extension
 citus_installed "$PG_BIN/pg_config" ||

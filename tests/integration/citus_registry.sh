@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Citus with the node-id registry (issue 25; docs/registry.md,
-# docs/sharding.md): the coordinator is the registry. registry/
+# Citus with the node-id registry (docs/registry.md, docs/sharding.md):
+# the coordinator is the registry. registry/
 # snowflake_registry.sql is installed in a database of its own on the
 # coordinator (`registry`, without the citus extension, so Citus neither
 # propagates nor checks its DDL), and
@@ -52,8 +52,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=sharding_lib.bash
-. "$(dirname "$0")/sharding_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_sharding.sh
+. "$(dirname "$0")/lib_sharding.sh"
 
 if [ "$PG_MAJOR" != "$CITUS_PG" ]; then
   pass "skipped: Citus is built into PostgreSQL $CITUS_PG only (scripts/postgres.sh, CITUS_PG)"

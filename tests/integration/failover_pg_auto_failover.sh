@@ -17,15 +17,15 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=failover_lib.bash
-. "$(dirname "$0")/failover_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_failover.sh
+. "$(dirname "$0")/lib_failover.sh"
 
 # pg_autoctl under private XDG directories, its cleanup, autoctl_run,
 # wait_state, start_monitor, start_nodes (PostgreSQL 15 only: else skipped).
-# shellcheck source-path=SCRIPTDIR source=pg_auto_failover_lib.bash
-. "$(dirname "$0")/pg_auto_failover_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_pg_auto_failover.sh
+. "$(dirname "$0")/lib_pg_auto_failover.sh"
 
-# The recipe (docs/operations.md shows it; pg_auto_failover_lib.bash runs
+# The recipe (docs/operations.md shows it; lib_pg_auto_failover.sh runs
 # it): the monitor, then node1 with these settings and node2 its copy.
 start_monitor
 start_nodes <<CONF

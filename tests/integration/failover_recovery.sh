@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every way of replaying the WAL resumes above the last replayed lease
-# (issue 13). A primary of node 9 with sequence_bits = 1 (2 IDs per ms) and
-# max_clock_drift = 60s: one maximal batch stores every pair of the next
-# 60 s, so a server that resumed after an old lease file and its own clock
-# would reissue stored IDs for a minute, whatever the timing (each case
-# fails on the code before the WAL records). Made before the burst: a
+# (the lease in the WAL). A primary of node 9 with sequence_bits = 1 (2 IDs
+# per ms) and max_clock_drift = 60s: one maximal batch stores every pair of
+# the next 60 s, so a server that resumed after an old lease file and its
+# own clock would reissue stored IDs for a minute, whatever the timing (each
+# case fails on the code before the WAL records). Made before the burst: a
 # standby, a cascaded standby (a standby of the standby), a second standby,
 # and a base backup for point-in-time recovery; the WAL is archived. After
 # the burst and a checkpoint:
@@ -29,8 +29,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=failover_lib.bash
-. "$(dirname "$0")/failover_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_failover.sh
+. "$(dirname "$0")/lib_failover.sh"
 
 require_installed_extension
 ARCHIVE="$SF_WORK/archive"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Failover at an HA manager's speed never reissues an ID: the lease travels
-# in the WAL (issue 13). Each case: a primary of node 9 and a streaming
+# in the WAL. Each case: a primary of node 9 and a streaming
 # standby made with pg_basebackup; one maximal snowflake_next_batch() puts
 # the generator up to max_clock_drift (5 s) ahead of the clock, 1000 rows
 # commit, the primary is killed (kill -9) and the standby promoted at once.
@@ -22,8 +22,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=failover_lib.bash
-. "$(dirname "$0")/failover_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_failover.sh
+. "$(dirname "$0")/lib_failover.sh"
 
 require_installed_extension
 

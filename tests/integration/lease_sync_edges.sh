@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # snowflake_id.lease_sync = on where the synchronous wait cannot happen the
-# usual way (the review mends of issue 13, which had no failing test):
+# usual way (the review mends of the lease in the WAL, which had no failing
+# test):
 #   - synchronous_standby_names is set but max_wal_senders = 0: no standby
 #     can ever confirm, and PostgreSQL's own commits do not wait then; the
 #     lease does not wait either, and IDs are issued at once (before the

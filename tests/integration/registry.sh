@@ -16,8 +16,8 @@
 # ID recorded, snowflake_registry.who_issued() names the server that issued
 # it (restarts, reclaims and the paused holder included).
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=registry_lib.bash
-. "$(dirname "$0")/registry_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_registry.sh
+. "$(dirname "$0")/lib_registry.sh"
 
 # --- six servers started at the same moment, one configuration
 for i in 1 2 3 4 5 6; do node_init "n$i"; done

@@ -24,8 +24,8 @@
 # none was issued twice.
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/registry_failover.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=registry_lib.bash
-. "$(dirname "$0")/registry_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_registry.sh
+. "$(dirname "$0")/lib_registry.sh"
 
 # writer NAME MS: inserts (recorded) on NAME for MS milliseconds; failures
 # (a refused call) are kept in $SF_WORK/w.NAME.err.

@@ -41,25 +41,25 @@
 # Run from the repository root, with the extension installed:
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/registry_pg_auto_failover.sh
 # (SF_REGISTRY_SQL=path: another registry script, to see the test fail with
-# a guard of the registry removed; registry_lib.bash reads it.)
+# a guard of the registry removed; lib_registry.sh reads it.)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 # pg_autoctl under private XDG directories, its cleanup, autoctl_run,
 # wait_state, start_monitor, start_nodes (PostgreSQL 15 only: else skipped).
-# shellcheck source-path=SCRIPTDIR source=pg_auto_failover_lib.bash
-. "$(dirname "$0")/pg_auto_failover_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_pg_auto_failover.sh
+. "$(dirname "$0")/lib_pg_auto_failover.sh"
 T0=$(now_ms)
 elapsed() { echo "$(( ($(now_ms) - T0) / 1000 )) s"; }
 
 # The registry server `reg`, $REGISTRY, issue (recorded IDs), no_duplicates.
-# shellcheck source-path=SCRIPTDIR source=registry_lib.bash
-. "$(dirname "$0")/registry_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_registry.sh
+. "$(dirname "$0")/lib_registry.sh"
 
 # The processes frozen with SIGSTOP (process groups as -PGID) and the
 # writers, whose stop files end them: before the cleanup stops every
-# `pg_autoctl run` (pg_auto_failover_lib.bash), pgaf_before_stop resumes
+# `pg_autoctl run` (lib_pg_auto_failover.sh), pgaf_before_stop resumes
 # the frozen ones and ends the writers.
 declare -a FROZEN=() WRITERS=()
 pgaf_before_stop() {

@@ -35,8 +35,8 @@
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/registry_restore.sh
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=registry_lib.bash
-. "$(dirname "$0")/registry_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_registry.sh
+. "$(dirname "$0")/lib_registry.sh"
 
 MAX_GRANT_MS=20000
 # Two IDs a millisecond, so a batch runs far ahead of the clock.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What the registry's clients and owner may trust (issue 35, items 1, 2, 3,
-# 9 and part of 4; docs/registry.md, "What the servers trust"):
+# What the registry's clients and owner may trust (durable commits, checked
+# answers, fleets made on purpose, floors kept, idempotent claims, bounded
+# arguments; docs/registry.md, "What the servers trust"):
 #
 # 1. Durable whatever the registry's synchronous_commit: the client role
 #    runs with synchronous_commit = off (as on a managed service or a busy
@@ -28,12 +29,12 @@
 # 4. A claim is idempotent per token: the same token again (a retry whose
 #    first answer was lost) gets the same answer, not a takeover of its own
 #    claim with its own grant as the floor.
-# 5. Every argument of the client role's calls is bounded (item 4, in
-#    part): a renewal asking for a grant of 9e18 ms (which broke the holders
-#    view) and a claim with a 300-character host are refused.
+# 5. Every argument of the client role's calls is bounded: a renewal
+#    asking for a grant of 9e18 ms (which broke the holders view) and a
+#    claim with a 300-character host are refused.
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=registry_lib.bash
-. "$(dirname "$0")/registry_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_registry.sh
+. "$(dirname "$0")/lib_registry.sh"
 
 # --- 1a. the commit mode of each registry call, with the role's default off
 psql_on reg -c "ALTER ROLE fleet_node SET synchronous_commit = off" >/dev/null

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The background workers come back, and the registry's I/O stays apart
-# from the lease (issue 35, items 10, 7 and 8; docs/registry.md, "Starting,
-# stopping, crashing" and "A highly available registry").
+# from the lease (the registry's worker of its own, which comes back, and
+# the keepalives on its connection; docs/registry.md, "Starting, stopping,
+# crashing" and "A highly available registry").
 #
 # The lease worker ("snowflake_id lease") used to claim, renew and release
 # the node id and extend the lease ahead. Sent SIGTERM alone (an operator's
@@ -28,8 +29,8 @@
 #      sides (the registry's side was the kernel's 2 hours: after a
 #      partition its sessions lingered while servers opened new ones).
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=registry_lib.bash
-. "$(dirname "$0")/registry_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_registry.sh
+. "$(dirname "$0")/lib_registry.sh"
 
 # worker_pid NAME KIND: the PID of NAME's "snowflake_id KIND" worker
 # (lease or registry; a child of the postmaster).

@@ -18,8 +18,8 @@
 # Run alone: bash tests/integration/replay_unwritable.sh
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=failover_lib.bash
-. "$(dirname "$0")/failover_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_failover.sh
+. "$(dirname "$0")/lib_failover.sh"
 
 require_installed_extension
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the integration tests: every tests/integration/*.sh except the helpers
-# (lib.sh, lib_clock.sh) and this script, or only the ones named on the
+# (lib.sh and lib_*.sh) and this script, or only the ones named on the
 # command line (with or without .sh: `run_all.sh concurrent_inserts
 # startup_refusal`). Each test runs in its own bash process, one after the
 # other, so a failing test neither stops the others nor leaves clusters behind

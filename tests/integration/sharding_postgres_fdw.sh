@@ -18,8 +18,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=sharding_lib.bash
-. "$(dirname "$0")/sharding_lib.bash"
+# shellcheck source-path=SCRIPTDIR source=lib_sharding.sh
+. "$(dirname "$0")/lib_sharding.sh"
 
 require_installed_extension
 [ -f "$("$PG_BIN/pg_config" --sharedir)/extension/postgres_fdw.control" ] ||

@@ -3,7 +3,7 @@
 # three shards with node ids 1, 2, 3 and a router, set up by running the
 # recipe files in examples/sharding/ verbatim, a pgbench load through the
 # router, and the checks every engine must pass. Source it after lib.sh.
-# (Not named *.sh, so run_all.sh does not take it for a test.)
+# (Named lib_*.sh, so run_all.sh does not take it for a test.)
 
 SF_EXAMPLES=${SF_EXAMPLES:-examples/sharding}
 SHARD_CLIENTS=8

@@ -8,7 +8,7 @@
 # autoctl, autoctl_run, state, wait_state, start_monitor (the monitor, its
 # health checks shortened), create_node and start_nodes (node1 primary,
 # node2 its secondary).
-# (Not named *.sh, so run_all.sh does not take it for a test.)
+# (Named lib_*.sh, so run_all.sh does not take it for a test.)
 
 if [ "$PG_MAJOR" != 15 ]; then
   pass "skipped: pg_auto_failover comes from Debian's postgresql-15-auto-failover, for PostgreSQL 15 only"

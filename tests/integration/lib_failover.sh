@@ -3,7 +3,7 @@
 # failover_pg_auto_failover.sh): a burst that leaves the stored IDs far
 # ahead of the clock, and the checks every promoted (or recovered) server
 # must pass (promote is in lib.sh). Source it after lib.sh.
-# (Not named *.sh, so run_all.sh does not take it for a test.)
+# (Named lib_*.sh, so run_all.sh does not take it for a test.)
 
 # The table every failover test writes: IDs from the generator, and where
 # each row came from.
