@@ -44,6 +44,9 @@ use pgrx::prelude::*;
 pub mod core;
 mod pg;
 mod sql;
+
+#[cfg(test)]
+mod house;
 #[cfg(any(test, feature = "pg_test"))]
 mod test_support;
 
@@ -61,14 +64,14 @@ pub extern "C-unwind" fn _PG_init() {
         // SAFETY: plain bool globals of this single-threaded process, set when
         // it started.
         if unsafe { pg_sys::IsBinaryUpgrade && pg_sys::IsUnderPostmaster } {
-            pg::shmem::note_binary_upgrade();
+            pg::startup::note_binary_upgrade();
         }
         return;
     }
     pg::settings::define();
     pg::settings::validate_or_stop();
     pg::shmem::request();
-    pg::horizon::register();
+    pg::horizon::xact::register();
     pg::rmgr::register();
     pg::lease_worker::register();
     if pg::registry::enabled() {

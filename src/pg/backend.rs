@@ -11,19 +11,20 @@ use crate::core::generator::{
     self, Counters, DriftPolicy, Environment, GenerateError, IssuedRange, SharedState,
 };
 use crate::pg::clock;
-use crate::pg::errors::{self, raise, Error};
+use crate::pg::errors::{self, raise, Error, Held};
 use crate::pg::horizon;
+use crate::pg::issued;
 use crate::pg::registry;
 use crate::pg::settings;
-use crate::pg::shmem::{self, Blocked, Shared};
+use crate::pg::state::{self, current_record, Blocked, Shared};
 use pgrx::pg_sys;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// The configuration and shared state, or the "not preloaded" error.
 #[inline]
 pub fn ready() -> (&'static Config, &'static Shared) {
-    match (settings::config(), shmem::shared()) {
+    match (settings::config(), state::shared()) {
         (Some(config), Some(shared)) => (config, shared),
         _ => raise(Error::NotPreloaded),
     }
@@ -81,13 +82,10 @@ fn issuing_node_checked(config: &Config, shared: &Shared) -> u64 {
 fn blocked_error(config: &Config, shared: &Shared) -> Option<Error> {
     Some(match shared.blocked() {
         Blocked::No => return None,
-        Blocked::ConfigChanged => Error::ConfigurationChanged {
+        Blocked::ConfigurationChanged => Error::ConfigurationChanged {
             changes: shared
                 .recorded()
-                .map(|old| {
-                    old.differences(&shmem::current_record(config, 0))
-                        .join("; ")
-                })
+                .map(|old| old.differences(&current_record(config, 0)).join("; "))
                 .unwrap_or_default(),
         },
         Blocked::LeaseCorrupt => Error::LeaseCorrupt {
@@ -98,7 +96,7 @@ fn blocked_error(config: &Config, shared: &Shared) -> Option<Error> {
         },
         Blocked::LeaseUnreadable => Error::LeaseUnreadable(shared.message()),
         Blocked::ReplayFailed => Error::ReplayFailed(shared.message()),
-        Blocked::Copied => Error::CopyDetected(shared.message()),
+        Blocked::Copied => Error::Copied(shared.message()),
         Blocked::LeaseMissingAfterUpgrade => Error::LeaseMissingAfterUpgrade(shared.message()),
     })
 }
@@ -108,9 +106,9 @@ fn blocked_error(config: &Config, shared: &Shared) -> Option<Error> {
 /// error `snowflake_next()` raises for it. `None` when nothing holds
 /// issuing (a standby's recovery is not a hold:
 /// `snowflake_node_info().in_recovery` shows it).
-pub fn hold(config: &Config, shared: &Shared) -> Option<(&'static str, String)> {
+pub fn hold(config: &Config, shared: &Shared) -> Option<(Held, String)> {
     if let Some(error) = blocked_error(config, shared) {
-        return Some((shared.blocked().reason(), error.text()));
+        return Some((shared.blocked().held()?, error.text()));
     }
     if registry::enabled() {
         // A standby claims its node id at promotion: until then, no claim
@@ -123,7 +121,7 @@ pub fn hold(config: &Config, shared: &Shared) -> Option<(&'static str, String)> 
     }
     config.node_id.is_none().then(|| {
         (
-            "node_id_unset",
+            Held::NodeIdUnset,
             Error::NodeIdUnset {
                 max_node: config.layout.max_node(),
             }
@@ -227,26 +225,6 @@ pub fn first_id_above(value: Option<i64>, apply: bool) -> i64 {
     layout.id_of_pair(next, registry::node_id(config).unwrap_or(0))
 }
 
-/// IDs this backend issued that are not yet added to the shared
-/// `ids_issued` counter. Only this backend touches it (a plain load and
-/// store, no locked instruction).
-static PENDING_IDS: AtomicU64 = AtomicU64::new(0);
-/// A long statement's IDs show up in the statistics at least this often.
-const FLUSH_EVERY: u64 = 1 << 16;
-
-/// Adds this backend's pending count to `counters.ids_issued`: at the end
-/// of every transaction (commit or abort, also of parallel workers, and
-/// when a backend exits, which aborts its transaction: the transaction
-/// callback of [`crate::pg::horizon`]), every [`FLUSH_EVERY`] IDs, and when
-/// `snowflake_stats()` runs. Cannot fail.
-#[inline]
-pub fn flush_issued(counters: &Counters) {
-    if PENDING_IDS.load(Ordering::Relaxed) > 0 {
-        let pending = PENDING_IDS.swap(0, Ordering::Relaxed);
-        counters.ids_issued.fetch_add(pending, Ordering::Relaxed);
-    }
-}
-
 /// The generator's [`Environment`] in a backend, for one call of [`issue`].
 struct ServerEnv<'a> {
     config: &'a Config,
@@ -327,14 +305,10 @@ impl Environment for ServerEnv<'_> {
         self.shared.extend_lease(self.config, until_ms)
     }
 
-    /// Counted locally, see [`flush_issued`].
+    /// Counted locally, see [`issued::flush`].
     #[inline(always)]
     fn count_issued(&mut self, counters: &Counters, count: u64) {
-        let pending = PENDING_IDS.load(Ordering::Relaxed) + count;
-        PENDING_IDS.store(pending, Ordering::Relaxed);
-        if pending >= FLUSH_EVERY {
-            flush_issued(counters);
-        }
+        issued::count(counters, count);
     }
 
     fn clock_stepped_back(&mut self, step_ms: u64) {

@@ -23,6 +23,62 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode as Code;
 
+/// Why a server refuses to issue until an operator acts: every label of
+/// `snowflake_stats().issuing_held`, spelt here only. The labels are a
+/// contract with the monitoring rules (the `reason` label of
+/// `monitoring/queries.yaml`, the table in `docs/monitoring.md`); the
+/// message beside each is the text of the [`Error`] `snowflake_next()`
+/// raises for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// The lease was written under another epoch, layout or node id.
+    ConfigurationChanged,
+    LeaseCorrupt,
+    LeaseUnreadable,
+    /// A lease record in the WAL could not be replayed or kept.
+    ReplayFailed,
+    /// The data directory is a copy of another server's.
+    Copied,
+    /// `pg_upgrade` made this cluster and the lease file was not copied.
+    LeaseMissingAfterUpgrade,
+    /// No `snowflake_id.node_id` and no registry.
+    NodeIdUnset,
+    /// No node id claimed from the registry (yet).
+    RegistryNoNodeId,
+    /// The registry gave the node id to another server.
+    RegistryLost,
+}
+
+impl Held {
+    #[cfg(test)]
+    pub const ALL: [Held; 9] = [
+        Held::ConfigurationChanged,
+        Held::LeaseCorrupt,
+        Held::LeaseUnreadable,
+        Held::ReplayFailed,
+        Held::Copied,
+        Held::LeaseMissingAfterUpgrade,
+        Held::NodeIdUnset,
+        Held::RegistryNoNodeId,
+        Held::RegistryLost,
+    ];
+
+    /// The label in `snowflake_stats().issuing_held`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Held::ConfigurationChanged => "configuration_changed",
+            Held::LeaseCorrupt => "lease_corrupt",
+            Held::LeaseUnreadable => "lease_unreadable",
+            Held::ReplayFailed => "replay_failed",
+            Held::Copied => "copied",
+            Held::LeaseMissingAfterUpgrade => "lease_missing_after_upgrade",
+            Held::NodeIdUnset => "node_id_unset",
+            Held::RegistryNoNodeId => "registry_no_node_id",
+            Held::RegistryLost => "registry_lost",
+        }
+    }
+}
+
 /// Everything the extension reports to the user: errors, the settings error
 /// that stops the server, and the clock-step warning.
 #[derive(Debug)]
@@ -50,7 +106,7 @@ pub enum Error {
     ReplayFailed(String),
     /// The data directory is a copy of another server's (the message says
     /// how it was recognised).
-    CopyDetected(String),
+    Copied(String),
     /// `pg_upgrade` made this cluster and the lease file was not copied.
     LeaseMissingAfterUpgrade(String),
     /// Registry mode: no node id claimed, because the registry cannot be
@@ -285,7 +341,7 @@ impl Error {
                 "cannot issue IDs on a server in recovery (a standby)",
                 "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs after every lease the old primary wrote to the WAL (README, \"Operations: sharding and replication\").",
             ),
-            E::CopyDetected(message) => report(
+            E::Copied(message) => report(
                 Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 format!("this server may be a copy of another server with the same node id: {message}"),
                 "Give this server its own snowflake_id.node_id and restart it; or make sure the server it was copied from no longer issues IDs under this node id. Then run SELECT snowflake_accept_configuration(); as a superuser.",
@@ -695,4 +751,31 @@ pub fn stop(error: Error) -> ! {
 #[track_caller]
 pub fn warn(error: Error) {
     emit(PgLogLevel::WARNING, error);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Held;
+
+    #[test]
+    fn every_hold_label_is_unique_and_documented_for_monitoring() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let monitoring = std::fs::read_to_string(root.join("docs/monitoring.md")).unwrap();
+        let reference = std::fs::read_to_string(root.join("docs/reference.md")).unwrap();
+        let mut labels: Vec<&str> = Held::ALL.iter().map(|h| h.label()).collect();
+        for label in &labels {
+            let quoted = format!("`{label}`");
+            assert!(
+                monitoring.contains(&quoted),
+                "{label} missing in docs/monitoring.md"
+            );
+            assert!(
+                reference.contains(&quoted),
+                "{label} missing in docs/reference.md"
+            );
+        }
+        labels.sort();
+        labels.dedup();
+        assert_eq!(labels.len(), Held::ALL.len());
+    }
 }

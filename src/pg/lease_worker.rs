@@ -3,7 +3,7 @@
 //! `snowflake_id.lease_sync = on`, the one process that extends it at all:
 //! it waits for the synchronous standbys to flush each lease record before
 //! raising the lease, while backends that need more sleep on a condition
-//! variable ([`crate::pg::shmem::Shared::extend_lease`]).
+//! variable ([`crate::pg::lease`]).
 //!
 //! It computes the new lease from the generator's own state, never from its
 //! own clock: a background worker may see another clock than the backends
@@ -24,7 +24,7 @@ use crate::core::generator::LEASE_WINDOW_MS;
 use crate::pg::bgworker;
 use crate::pg::registry;
 use crate::pg::settings;
-use crate::pg::shmem::{self, Blocked};
+use crate::pg::state::{self, Blocked};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::time::Duration;
@@ -53,7 +53,7 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
             pg_sys::GucSource::PGC_S_OVERRIDE,
         );
     }
-    let (Some(config), Some(shared)) = (settings::config(), shmem::shared()) else {
+    let (Some(config), Some(shared)) = (settings::config(), state::shared()) else {
         return;
     };
     // SAFETY: MyLatch is a process-local global; in a background worker with

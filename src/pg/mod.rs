@@ -2,40 +2,61 @@
 //! SQL: the SQL functions in [`crate::sql`] are thin adapters over these
 //! modules and [`crate::core`].
 //!
-//! The modules, each depending only on those above it (no cycle):
-//! - [`errors`]: the one table from every error to its SQLSTATE, message
-//!   and hint, and `ereport`;
-//! - [`clock`]: the wall clock, and ID times as timestamps;
-//! - [`settings`]: the `snowflake_id.*` settings and the validated
-//!   configuration (held once);
+//! A ladder, not a web: each room imports only rooms listed after it (the
+//! `house` test in `src/house.rs` reads the imports and fails on a cycle;
+//! `CONTRIBUTING.md` draws the floors). Top down:
+//! - [`backend`]: the backend's view of the generator: may it issue, the
+//!   generator's environment, issuing;
+//! - [`lease_worker`]: the background worker that extends the lease;
+//! - [`registry::worker`]: the registry's background worker, which
+//!   claims, renews and releases the node id, over
+//!   [`registry::answer`] (what it asks, which answers it accepts) and
+//!   [`registry::identity`] (its token, the host, the preferred node id);
+//! - [`shmem`]: the shared-memory hooks: every room's space and locks
+//!   requested, each room's struct created at start;
+//! - [`accept`]: accepting a configuration change (or a copy, or an
+//!   upgrade whose lease was left behind);
+//! - [`rmgr`]: the custom WAL resource manager (C callbacks), over
+//!   [`replay`]: redo of the lease records;
+//! - [`lease`]: the lease: extended ahead of need, durable (file and WAL)
+//!   before it is raised, within the registry's grant;
+//! - [`horizon::xact`]: the read horizon's transaction callback, over
+//!   [`horizon`]: its slots and prepared-transaction table in shared
+//!   memory;
+//! - [`startup`]: the verdict at start: resume after the lease, or hold a
+//!   copy or an upgrade;
+//! - [`state`]: the generator's place in shared memory, why it is held,
+//!   and its readers;
+//! - [`registry`]: the claimed node id, its grant (the lease's fence), and
+//!   [`registry::libpq`], the registry worker's connection;
 //! - [`bgworker`]: what the background workers share as processes
 //!   (signals, their loop's checks, restart after a SIGTERM of their own);
 //! - [`wal`]: the lease records written to the WAL, and the wait for
 //!   synchronous standbys;
-//! - [`registry`]: the node id claimed from a registry, its grant (the
-//!   lease's fence) and the registry worker's claim, renewal and release,
-//!   over the server's own libpq;
-//! - [`horizon`]: the read horizon's slots and prepared-transaction table
-//!   in shared memory, and its transaction callback;
-//! - [`shmem`]: the generator's place in shared memory, the lease (file and
-//!   WAL record), its redo, and accepting a configuration change;
-//! - [`rmgr`]: the custom WAL resource manager: redo and descriptions of
-//!   the lease records;
-//! - [`backend`]: the backend's view of the generator: may it issue, the
-//!   generator's environment, issuing;
-//! - [`lease_worker`]: the background worker that extends the lease.
-//!
-//! (The registry's own background worker, which claims, renews and
-//! releases the node id, is [`registry::worker`].)
+//! - [`settings`]: the `snowflake_id.*` settings and the validated
+//!   configuration (held once);
+//! - [`clock`]: the wall clock, and ID times as timestamps;
+//! - [`errors`]: the one table from every error to its SQLSTATE, message
+//!   and hint, and `ereport`; the labels of every hold;
+//! - [`issued`], [`message`], [`lwlock`]: the per-backend count of issued
+//!   IDs, the text buffers in shared memory, and the one LWLock guard.
 
+pub mod accept;
 pub mod backend;
 pub mod bgworker;
 pub mod clock;
 pub mod errors;
 pub mod horizon;
+pub mod issued;
+pub mod lease;
 pub mod lease_worker;
+pub mod lwlock;
+pub mod message;
 pub mod registry;
+pub mod replay;
 pub mod rmgr;
 pub mod settings;
 pub mod shmem;
+pub mod startup;
+pub mod state;
 pub mod wal;

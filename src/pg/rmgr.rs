@@ -11,7 +11,7 @@
 //! restarts from the last restart point and replays records twice). It never
 //! raises an ERROR, which would stop the standby: a record it cannot use is
 //! reported as a WARNING and the server refuses to issue IDs after promotion
-//! until an operator looks ([`crate::pg::shmem::Blocked::ReplayFailed`]).
+//! until an operator looks ([`crate::pg::state::Blocked::ReplayFailed`], [`crate::pg::replay`]).
 //! What a record changes is decided by the pure
 //! [`crate::core::lease_wal::plan_replay`].
 //!
@@ -32,7 +32,7 @@ use crate::core::lease::LeaseRecord;
 use crate::core::lease_wal;
 use crate::core::lease_wal::XLOG_LEASE;
 use crate::pg::wal::RMGR_ID;
-use crate::pg::{settings, shmem};
+use crate::pg::{settings, state};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_char, CStr, CString};
@@ -99,7 +99,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL calls rm_redo with the reader of the record being
     // replayed, decoded; `data` is used only within this call.
     let (info, data) = unsafe { info_and_data(record) };
-    let (Some(shared), Some(config)) = (shmem::shared(), settings::config()) else {
+    let (Some(shared), Some(config)) = (state::shared(), settings::config()) else {
         return;
     };
     match lease_of(info, data) {

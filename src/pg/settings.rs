@@ -31,6 +31,7 @@ use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 pub const DEFAULT_EPOCH: &str = "2025-01-01 00:00:00+00";
@@ -319,10 +320,21 @@ pub fn validate_or_stop() {
     match Config::validate(&settings, clock::unix_now_ms()) {
         Ok(config) => {
             let _ = CONFIG.set(config);
-            crate::pg::registry::set_enabled(!registry_conninfo().trim().is_empty());
+            REGISTRY_ENABLED.store(!registry_conninfo().trim().is_empty(), Ordering::Relaxed);
         }
         Err(e) => errors::stop(Error::Settings(e)),
     }
+}
+
+/// Whether this server takes its node id from a registry
+/// (`snowflake_id.registry` set): fixed at start and inherited by every
+/// process, so the hot path reads a plain static.
+static REGISTRY_ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the node id comes from the registry ([`REGISTRY_ENABLED`]).
+#[inline]
+pub fn registry_enabled() -> bool {
+    REGISTRY_ENABLED.load(Ordering::Relaxed)
 }
 
 /// The configuration, or `None` when the library was not preloaded.

@@ -9,7 +9,7 @@
 //! seconds (a batch may run up to `max_clock_drift` ahead of the clock), and
 //! under the same node id: duplicates. So every lease extension also writes
 //! one small record to the WAL, flushed, *before* the in-memory lease is
-//! raised ([`crate::pg::shmem::Shared`]). Every row that carries an ID under
+//! raised ([`crate::pg::state::Shared`], [`crate::pg::lease`]). Every row that carries an ID under
 //! that lease is written to the WAL after the record, so whoever replays the
 //! WAL (a streaming or cascaded standby, a point-in-time restore, crash
 //! recovery) has replayed a lease at or above every ID it holds.

@@ -1,14 +1,14 @@
 //! `snowflake_accept_configuration()`: the operator's way out when the
 //! epoch, the widths or the node id changed on purpose. The work (raising
 //! the generator above every ID the old configuration can have issued,
-//! writing the new lease) is [`crate::pg::shmem::Shared::accept_configuration`];
+//! writing the new lease) is [`crate::pg::state::Shared::accept_configuration`] (in [`crate::pg::accept`]);
 //! this adapter checks the privilege and reports a refusal.
 
+use crate::pg::accept::Refusal;
 use crate::pg::backend::ready;
 use crate::pg::clock::{self, timestamp_of};
 use crate::pg::errors::{raise, Error};
 use crate::pg::settings;
-use crate::pg::shmem::Refusal;
 use pgrx::prelude::*;
 
 /// Accepts a change of epoch, widths or node id made on purpose: new IDs

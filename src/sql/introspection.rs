@@ -2,16 +2,66 @@
 //! the server started, as one row.
 
 use crate::core::config::Config;
-use crate::pg::backend::{self, flush_issued, ready};
+use crate::pg::backend::{self, ready};
 use crate::pg::clock::{self, timestamp_of};
+use crate::pg::issued;
 use crate::pg::registry;
 use crate::pg::settings;
-use crate::pg::shmem::Shared;
+use crate::pg::state::Shared;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The row of `snowflake_stats()` as of version 0.2.0 of the extension.
-type StatsV2 = (
+/// Which catalog's `snowflake_stats()` is served: the library serves every
+/// version a database may still have until `ALTER EXTENSION UPDATE`, from
+/// one reading of the state ([`Stats`]), as `pg_stat_statements` serves
+/// each of its API versions from one function.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Version {
+    /// 0.1.0 and 0.2.0: the configuration and the counters.
+    V0_2,
+    /// 0.3.0: also the lease's health, what holds issuing, the claim.
+    V0_3,
+}
+
+/// Every column of `snowflake_stats()`, each read once and in one place.
+struct Stats {
+    node_id: Option<i32>,
+    epoch: TimestampWithTimeZone,
+    time_bits: i32,
+    node_bits: i32,
+    sequence_bits: i32,
+    ids_issued: i64,
+    last_id: Option<i64>,
+    drift_ms: Option<i64>,
+    max_drift_ms: i64,
+    max_clock_drift_ms: i64,
+    backward_steps: i64,
+    largest_backward_step_ms: i64,
+    borrowed_ms: i64,
+    waits: i64,
+    wait_time_ms: f64,
+    drift_errors: i64,
+    lease_until: Option<TimestampWithTimeZone>,
+    lease_writes: i64,
+    /// The columns 0.3.0 added; not read for an older catalog.
+    added: Option<Added>,
+}
+
+/// The columns 0.3.0 added: the lease's health, what holds issuing, and
+/// the registry's claim.
+struct Added {
+    lease_written_at: Option<TimestampWithTimeZone>,
+    lease_waiting: bool,
+    lease_failures: i64,
+    issuing_held: Option<String>,
+    held_message: Option<String>,
+    registry_state: Option<String>,
+    grant_until: Option<TimestampWithTimeZone>,
+    registry_message: Option<String>,
+}
+
+/// The row of a 0.2.0 catalog.
+type RowV0_2 = (
     Option<i32>,
     TimestampWithTimeZone,
     i32,
@@ -32,9 +82,26 @@ type StatsV2 = (
     i64,
 );
 
-/// The columns 0.3.0 added: the lease's health, what holds issuing, and
-/// the registry's claim.
-type StatsV3Added = (
+/// The row of a 0.3.0 catalog.
+type RowV0_3 = (
+    Option<i32>,
+    TimestampWithTimeZone,
+    i32,
+    i32,
+    i32,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    f64,
+    i64,
+    Option<TimestampWithTimeZone>,
+    i64,
     Option<TimestampWithTimeZone>,
     bool,
     i64,
@@ -45,70 +112,135 @@ type StatsV3Added = (
     Option<String>,
 );
 
-fn stats_v2(config: &Config, shared: &Shared) -> StatsV2 {
-    let layout = &config.layout;
-    let g = &shared.generator;
-    let c = &g.counters;
-    flush_issued(c);
-    let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
-    let issued = load(&c.ids_issued);
-    let pair = g.pair.load(Ordering::Acquire);
-    let node = registry::node_id(config);
-    // Before the first ID the pair only holds the restart floor.
-    let last_id = (issued > 0)
-        .then(|| node.map(|n| layout.id_of_pair(pair, n)))
-        .flatten();
-    let drift = (issued > 0).then(|| layout.pair_time(pair) as i64 - clock::now_ms(config));
-    let lease = g.lease_until_ms.load(Ordering::Acquire);
-    (
-        node.map(|n| n as i32),
-        timestamp_of(config, 0),
-        layout.time_bits() as i32,
-        layout.node_bits() as i32,
-        layout.sequence_bits() as i32,
-        issued,
-        last_id,
-        drift,
-        c.max_drift_ms.load(Ordering::Relaxed),
-        settings::max_clock_drift_ms() as i64,
-        load(&c.backward_steps),
-        load(&c.largest_backward_step_ms),
-        load(&c.borrowed_ms),
-        load(&c.waits),
-        c.wait_us.load(Ordering::Relaxed) as f64 / 1000.0,
-        load(&c.drift_errors),
-        (lease > 0).then(|| timestamp_of(config, lease)),
-        load(&c.lease_writes),
-    )
+impl Stats {
+    fn read(version: Version) -> Stats {
+        let (config, shared) = ready();
+        let layout = &config.layout;
+        let g = &shared.generator;
+        let c = &g.counters;
+        issued::flush(c);
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
+        let ids_issued = load(&c.ids_issued);
+        let pair = g.pair.load(Ordering::Acquire);
+        let node = registry::node_id(config);
+        let lease = g.lease_until_ms.load(Ordering::Acquire);
+        Stats {
+            node_id: node.map(|n| n as i32),
+            epoch: timestamp_of(config, 0),
+            time_bits: layout.time_bits() as i32,
+            node_bits: layout.node_bits() as i32,
+            sequence_bits: layout.sequence_bits() as i32,
+            ids_issued,
+            // Before the first ID the pair only holds the restart floor.
+            last_id: (ids_issued > 0)
+                .then(|| node.map(|n| layout.id_of_pair(pair, n)))
+                .flatten(),
+            drift_ms: (ids_issued > 0)
+                .then(|| layout.pair_time(pair) as i64 - clock::now_ms(config)),
+            max_drift_ms: c.max_drift_ms.load(Ordering::Relaxed),
+            max_clock_drift_ms: settings::max_clock_drift_ms() as i64,
+            backward_steps: load(&c.backward_steps),
+            largest_backward_step_ms: load(&c.largest_backward_step_ms),
+            borrowed_ms: load(&c.borrowed_ms),
+            waits: load(&c.waits),
+            wait_time_ms: c.wait_us.load(Ordering::Relaxed) as f64 / 1000.0,
+            drift_errors: load(&c.drift_errors),
+            lease_until: (lease > 0).then(|| timestamp_of(config, lease)),
+            lease_writes: load(&c.lease_writes),
+            added: (version == Version::V0_3).then(|| Added::read(config, shared)),
+        }
+    }
+
+    fn row_v0_2(self) -> RowV0_2 {
+        (
+            self.node_id,
+            self.epoch,
+            self.time_bits,
+            self.node_bits,
+            self.sequence_bits,
+            self.ids_issued,
+            self.last_id,
+            self.drift_ms,
+            self.max_drift_ms,
+            self.max_clock_drift_ms,
+            self.backward_steps,
+            self.largest_backward_step_ms,
+            self.borrowed_ms,
+            self.waits,
+            self.wait_time_ms,
+            self.drift_errors,
+            self.lease_until,
+            self.lease_writes,
+        )
+    }
+
+    fn row_v0_3(mut self) -> RowV0_3 {
+        let added = self.added.take().unwrap_or_else(|| {
+            let (config, shared) = ready();
+            Added::read(config, shared)
+        });
+        let (a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r) = self.row_v0_2();
+        (
+            a,
+            b,
+            c,
+            d,
+            e,
+            f,
+            g,
+            h,
+            i,
+            j,
+            k,
+            l,
+            m,
+            n,
+            o,
+            p,
+            q,
+            r,
+            added.lease_written_at,
+            added.lease_waiting,
+            added.lease_failures,
+            added.issuing_held,
+            added.held_message,
+            added.registry_state,
+            added.grant_until,
+            added.registry_message,
+        )
+    }
 }
 
-fn stats_v3_added(config: &Config, shared: &Shared) -> StatsV3Added {
-    let hold = backend::hold(config, shared);
-    let claim = registry::claim_status();
-    // (A wall-clock time before the epoch cannot be a lease write of this
-    // configuration's IDs; shown as NULL rather than an error.)
-    let written = shared
-        .lease_written_unix_ms()
-        .and_then(|t| u64::try_from(t - config.epoch_unix_ms).ok())
-        .map(|ms| timestamp_of(config, ms));
-    let (held, held_message) = hold.map_or((None, None), |(r, m)| (Some(r.to_string()), Some(m)));
-    let (state, until, message) = claim.map_or((None, None, None), |c| {
-        (
-            Some(c.state.to_string()),
-            c.until_ms.map(|ms| timestamp_of(config, ms)),
-            c.message,
-        )
-    });
-    (
-        written,
-        shared.lease_waiting(),
-        shared.lease_failures() as i64,
-        held,
-        held_message,
-        state,
-        until,
-        message,
-    )
+impl Added {
+    fn read(config: &Config, shared: &Shared) -> Added {
+        let (issuing_held, held_message) = backend::hold(config, shared)
+            .map_or((None, None), |(held, message)| {
+                (Some(held.label().to_string()), Some(message))
+            });
+        let (registry_state, grant_until, registry_message) =
+            registry::claim_status().map_or((None, None, None), |c| {
+                (
+                    Some(c.state.to_string()),
+                    c.until_ms.map(|ms| timestamp_of(config, ms)),
+                    c.message,
+                )
+            });
+        Added {
+            // (A wall-clock time before the epoch cannot be a lease write of
+            // this configuration's IDs; shown as NULL rather than an error.)
+            lease_written_at: shared
+                .lease_written_unix_ms()
+                .and_then(|t| u64::try_from(t - config.epoch_unix_ms).ok())
+                .map(|ms| timestamp_of(config, ms)),
+            lease_waiting: shared.lease_waiting(),
+            lease_failures: shared.lease_failures() as i64,
+            issuing_held,
+            held_message,
+            registry_state,
+            grant_until,
+            registry_message,
+        }
+    }
 }
 
 /// The generator's configuration and counters since the server started,
@@ -150,12 +282,7 @@ fn snowflake_stats_0_3() -> TableIterator<
         name!(registry_message, Option<String>),
     ),
 > {
-    let (config, shared) = ready();
-    let (a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r) = stats_v2(config, shared);
-    let (s, t, u, v, w, x, y, z) = stats_v3_added(config, shared);
-    TableIterator::once((
-        a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u, v, w, x, y, z,
-    ))
+    TableIterator::once(Stats::read(Version::V0_3).row_v0_3())
 }
 
 /// `snowflake_stats()` of a 0.2.0 catalog, which the library must serve
@@ -185,8 +312,7 @@ fn snowflake_stats() -> TableIterator<
         name!(lease_writes, i64),
     ),
 > {
-    let (config, shared) = ready();
-    TableIterator::once(stats_v2(config, shared))
+    TableIterator::once(Stats::read(Version::V0_2).row_v0_2())
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -8,7 +8,7 @@
 //! is rare; the slots take no lock). The table is kept in a file too
 //! ([`PREPARED_FILE_NAME`]): prepared transactions outlive a restart.
 //!
-//! The transaction callback, registered in the postmaster and inherited by
+//! The transaction callback ([`xact`]), registered in the postmaster and inherited by
 //! every backend (it also adds the backend's issued IDs to the shared
 //! counter, and costs a few loads for a transaction that issued nothing),
 //! clears the backend's slot once its transaction has ended
@@ -29,11 +29,15 @@ use crate::core::config::Config;
 use crate::core::generator::SharedState;
 use crate::core::horizon::{self, read_prepared, write_prepared, Slot, EMPTY, PREPARED_FILE_NAME};
 use crate::pg::errors::{raise, Error};
+use crate::pg::lwlock::Lock;
+use crate::pg::registry;
 use crate::pg::settings::data_dir;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+pub mod xact;
 
 const SHMEM_NAME: &CStr = c"snowflake_id horizon";
 /// Slots beyond `MaxBackends` for the auxiliary processes, which sit
@@ -53,7 +57,7 @@ struct PreparedEntry {
 struct Header {
     slot_count: usize,
     prepared_capacity: usize,
-    lock: *mut pg_sys::LWLock,
+    lock: Lock,
 }
 
 // Process-local, like all of a PostgreSQL process's globals: a server
@@ -120,7 +124,7 @@ pub fn request_size() -> usize {
 ///
 /// # Safety
 /// Called once per process from the shared memory startup hook.
-pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
+pub unsafe fn attach(lock: Lock) {
     // SAFETY: per this function's contract, called from the shared memory
     // startup hook under AddinShmemInitLock, single-threaded, before any other
     // process uses the horizon. ShmemInitStruct returns a block of
@@ -292,7 +296,7 @@ fn publish(config: &Config, generator: &SharedState) {
     slot.publish(next_id(
         config,
         generator,
-        crate::pg::registry::node_id(config).unwrap_or(0),
+        registry::node_id(config).unwrap_or(0),
     ));
     // SAFETY: PUBLISHED is process-local (see above); a plain write.
     unsafe { PUBLISHED = true };
@@ -308,9 +312,9 @@ fn next_id(config: &Config, generator: &SharedState, node: u64) -> u64 {
 /// `snowflake_horizon()`: the generator's next ID first, then the slots,
 /// then the prepared transactions still in progress.
 pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
-    let Some(node) = crate::pg::registry::node_id(config) else {
-        if crate::pg::registry::enabled() {
-            crate::pg::registry::issuing_node();
+    let Some(node) = registry::node_id(config) else {
+        if registry::enabled() {
+            registry::issuing_node();
         }
         raise(Error::NodeIdUnset {
             max_node: config.layout.max_node(),
@@ -332,15 +336,9 @@ pub fn horizon(config: &Config, generator: &SharedState) -> i64 {
     let prepared = prepared_transactions();
     let next = next_id(config, generator, node);
     let slot_min = horizon::horizon(next, slots(header).iter().map(Slot::get));
-    // SAFETY: header.lock is the tranche's second LWLock, stored by `attach`
-    // in shared memory; it is held in shared mode only around kept_entries
-    // (atomic loads into a Vec, nothing that raises an ERROR). Should anything
-    // unwind in between, PostgreSQL's error cleanup releases it.
-    let known = unsafe {
-        pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_SHARED);
-        let known = kept_entries(header);
-        pg_sys::LWLockRelease(header.lock);
-        known
+    let known = {
+        let _guard = header.lock.shared();
+        kept_entries(header)
     };
     let mut prepared_min = EMPTY;
     let mut ended = Vec::new();
@@ -406,24 +404,18 @@ fn free_entries(header: &Header, gone: impl Fn(u32) -> bool) -> bool {
 /// Removes the bounds of prepared transactions that have ended, and keeps
 /// the file in step.
 fn forget_prepared(header: &Header, gone: impl Fn(u32) -> bool) {
-    // SAFETY: header.lock is the tranche's second LWLock, stored by `attach`;
-    // it is held exclusively while entries are freed and the file is written.
-    // `gone` (from its callers: a list lookup, a comparison) and write_prepared
-    // (a Result) raise no ERROR, and the warning comes after the release;
-    // should anything unwind in between, PostgreSQL's error cleanup releases
-    // the lock.
-    unsafe {
-        pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+    let written = {
+        let _guard = header.lock.exclusive();
         // (Another backend may have removed them first.)
-        let written = if free_entries(header, gone) {
+        if free_entries(header, gone) {
             write_prepared(&data_dir(), &kept_entries(header))
         } else {
             Ok(())
-        };
-        pg_sys::LWLockRelease(header.lock);
-        if let Err(e) = written {
-            warning!("snowflake_id: could not write \"{PREPARED_FILE_NAME}\": {e}");
         }
+    };
+    // (The warning after the release: it may be sent to the client.)
+    if let Err(e) = written {
+        warning!("snowflake_id: could not write \"{PREPARED_FILE_NAME}\": {e}");
     }
 }
 
@@ -435,203 +427,4 @@ fn kept_entries(header: &Header) -> Vec<(u32, u64)> {
             (xid != 0).then(|| (xid, e.bound.load(Ordering::SeqCst)))
         })
         .collect()
-}
-
-/// PREPARE TRANSACTION: the bound moves into the table (and its file)
-/// before the slot is cleared, so a horizon always sees one of the two. A
-/// transaction that issued no ID (`bound` [`EMPTY`]) gets an entry without
-/// a bound, in memory only (see the module's comment).
-unsafe fn keep_prepared(header: &Header, bound: u64) {
-    // SAFETY: called only from the transaction callback at PRE_PREPARE, in the
-    // backend whose transaction is being prepared, with `header` from
-    // `header()`. GetTopTransactionIdIfAny reads this backend's transaction
-    // state. header.lock (the tranche's second LWLock) is released on every
-    // path before `raise` (an ERROR); TransactionIdIsInProgress, called by
-    // free_entries under it, takes ProcArrayLock after it (an order nothing
-    // reverses). PREPARING_XID is process-local.
-    unsafe {
-        let xid = pg_sys::GetTopTransactionIdIfAny().into_inner();
-        if xid == 0 || header.prepared_capacity == 0 {
-            // No transaction id: nothing written, no row to protect. No
-            // room at all: prepared transactions are disabled, and
-            // PostgreSQL refuses this one right after.
-            return;
-        }
-        pg_sys::LWLockAcquire(header.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        // Entries of prepared transactions that ended make room first.
-        let freed_bound = free_entries(header, |old| !in_progress(old));
-        let Some(free) = entries(header)
-            .iter()
-            .find(|e| e.xid.load(Ordering::SeqCst) == 0)
-        else {
-            pg_sys::LWLockRelease(header.lock);
-            if bound == EMPTY {
-                // No room for a transaction without IDs: the horizon will
-                // refuse while it is open (the safe side). (The table has
-                // room for max_prepared_transactions, which PostgreSQL
-                // enforces too.)
-                return;
-            }
-            raise(Error::HorizonPreparedFull {
-                capacity: header.prepared_capacity,
-            })
-        };
-        free.bound.store(bound, Ordering::SeqCst);
-        free.xid.store(xid, Ordering::SeqCst);
-        PREPARING_XID = xid;
-        let written = if bound != EMPTY || freed_bound {
-            write_prepared(&data_dir(), &kept_entries(header))
-        } else {
-            Ok(())
-        };
-        pg_sys::LWLockRelease(header.lock);
-        if let Err(e) = written {
-            // Before PREPARE is durable: failing it keeps the promise.
-            raise(Error::HorizonPreparedUnwritable(e.to_string()));
-        }
-    }
-}
-
-/// Registers the transaction callback (in `_PG_init`, while preloading:
-/// every backend inherits it).
-pub fn register() {
-    // SAFETY: called from `_PG_init` while preloading, in the postmaster
-    // before any child is forked (each inherits the callback list);
-    // `transaction_event` has XactCallback's signature and never dereferences
-    // the null argument.
-    unsafe { pg_sys::RegisterXactCallback(Some(transaction_event), std::ptr::null_mut()) }
-}
-
-/// This process's slot, found once ([`own_slot`] when `MyProc` is set;
-/// a process keeps its place in the array while `MyProc` is set, and no
-/// transaction ends after it is unset at exit).
-///
-/// Process-local (a PostgreSQL process is single-threaded): null in the
-/// postmaster, which has no `MyProc`, so every child starts with null and
-/// sets it for itself.
-static mut OWN_SLOT: *const Slot = std::ptr::null();
-
-#[inline(always)]
-fn own_slot_cached(header: &Header) -> Option<&'static Slot> {
-    // SAFETY: MyProc and OWN_SLOT are process-local globals (single-threaded);
-    // MyProc is checked for null, and OWN_SLOT is null or this process's slot
-    // in shared memory, which outlives the process. Relies on: a process
-    // keeping its place in the proc array while MyProc is set (see OWN_SLOT).
-    unsafe {
-        if pg_sys::MyProc.is_null() {
-            return None;
-        }
-        if OWN_SLOT.is_null() {
-            if let Some(slot) = own_slot(header) {
-                OWN_SLOT = slot;
-            }
-        }
-        OWN_SLOT.as_ref()
-    }
-}
-
-/// The transaction callback. PostgreSQL calls it at every event of every
-/// transaction of every backend, and nearly all of them issued no ID: a
-/// commit or abort of such a transaction, and the events it does not need,
-/// cost a few loads here (the issue of instruction counts measured the
-/// guarded version at 130 instructions per transaction). This part does
-/// nothing that can fail or unwind (loads, stores and one atomic add), so
-/// it runs without pgrx's guard; the rest goes to [`transaction_event_guarded`].
-/// It also adds the IDs this backend issued to the shared counter.
-unsafe extern "C-unwind" fn transaction_event(
-    event: pg_sys::XactEvent::Type,
-    arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::XactEvent::*;
-    // SAFETY: PostgreSQL calls this callback in the backend whose transaction
-    // has the event; HEADER, PUBLISHED and PREPARING_XID are process-local
-    // (see above), and HEADER is null or the header in shared memory. This
-    // function has no pgrx guard: it relies on everything it calls outside
-    // transaction_event_guarded (own_slot_cached, the slot's atomics,
-    // flush_ids) neither raising an ERROR nor panicking, since a panic would
-    // unwind into PostgreSQL's C frames.
-    unsafe {
-        let Some(header) = HEADER.as_ref() else {
-            return;
-        };
-        match event {
-            XACT_EVENT_COMMIT | XACT_EVENT_ABORT => {
-                // (Its parallel workers may have published into it, so
-                // the slot is read even when this backend published nothing;
-                // a read, not a write, for the many that issued nothing.)
-                if let Some(slot) = own_slot_cached(header) {
-                    if slot.get() != EMPTY {
-                        slot.clear();
-                    }
-                }
-                PUBLISHED = false;
-                flush_ids();
-                if event == XACT_EVENT_ABORT && PREPARING_XID != 0 {
-                    transaction_event_guarded(event, arg);
-                }
-            }
-            // A parallel worker's end: the leader's transaction goes on.
-            XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PARALLEL_ABORT => {
-                PUBLISHED = false;
-                flush_ids();
-            }
-            XACT_EVENT_PRE_PREPARE | XACT_EVENT_PREPARE => {
-                flush_ids();
-                transaction_event_guarded(event, arg);
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The IDs this backend issued, into the shared counter (cannot fail).
-#[inline(always)]
-fn flush_ids() {
-    if let Some(shared) = crate::pg::shmem::shared() {
-        crate::pg::backend::flush_issued(&shared.generator.counters);
-    }
-}
-
-/// The transaction events that take a lock, write a file or may fail: an
-/// aborted PREPARE, and PREPARE itself.
-#[pg_guard]
-#[cold]
-unsafe extern "C-unwind" fn transaction_event_guarded(
-    event: pg_sys::XactEvent::Type,
-    _arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::XactEvent::*;
-    let Some(header) = header() else { return };
-    // SAFETY: called from `transaction_event`, in the backend whose
-    // transaction has the event, with `header` from `header()`; PUBLISHED and
-    // PREPARING_XID are process-local, and keep_prepared runs at PRE_PREPARE,
-    // the only place it is meant for.
-    unsafe {
-        match event {
-            XACT_EVENT_ABORT if PREPARING_XID != 0 => {
-                // The PREPARE failed: its bound goes with it.
-                let xid = PREPARING_XID;
-                PREPARING_XID = 0;
-                forget_prepared(header, |old| old == xid);
-            }
-            XACT_EVENT_PRE_PREPARE => {
-                if let Some(slot) = own_slot(header) {
-                    // (EMPTY when it issued no ID: an entry without a bound.)
-                    keep_prepared(header, slot.get());
-                    slot.clear();
-                }
-                PUBLISHED = false;
-            }
-            XACT_EVENT_PREPARE => {
-                // (An ID issued after our PRE_PREPARE, by another library's
-                // callback, would have left a bound: above the kept one.)
-                if let Some(slot) = own_slot(header) {
-                    slot.clear();
-                }
-                PREPARING_XID = 0;
-                PUBLISHED = false;
-            }
-            _ => {}
-        }
-    }
 }

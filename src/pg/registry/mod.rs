@@ -13,14 +13,17 @@
 //! renewal, `snowflake_next()` fails with the registry's own words: a
 //! server never falls back to a guessed node id.
 
+pub mod answer;
+pub mod identity;
 pub mod libpq;
 pub mod worker;
 
 use crate::core::config::Config;
 use crate::core::registry::{lease_within_grant, GrantError};
-use crate::pg::errors::{raise, Error};
+use crate::pg::errors::{raise, Error, Held};
+use crate::pg::lwlock::Lock;
+use crate::pg::message::{message_text, set_message};
 use crate::pg::settings;
-use crate::pg::shmem::{message_text, set_message};
 use pgrx::pg_sys;
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
@@ -52,6 +55,22 @@ pub enum Phase {
     Lost = 4,
     /// Released at shutdown.
     Released = 5,
+}
+
+impl TryFrom<u32> for Phase {
+    type Error = u32;
+
+    fn try_from(value: u32) -> Result<Phase, u32> {
+        Ok(match value {
+            0 => Phase::Starting,
+            1 => Phase::Failed,
+            2 => Phase::Waiting,
+            3 => Phase::Held,
+            4 => Phase::Lost,
+            5 => Phase::Released,
+            other => return Err(other),
+        })
+    }
 }
 
 impl Phase {
@@ -91,7 +110,7 @@ pub struct ClaimState {
     /// Whether `message` says why the last call failed (the grant may
     /// still hold).
     failing: AtomicBool,
-    lock: *mut pg_sys::LWLock,
+    lock: Lock,
     /// The last failure (or what the claim waits for), NUL-padded;
     /// guarded by `lock`.
     message: UnsafeCell<[u8; MESSAGE_LEN]>,
@@ -102,19 +121,12 @@ pub struct ClaimState {
 // memory startup hook (again after a crash restart), before any child is
 // forked, and inherited by every child, which only reads it.
 static mut STATE: *mut ClaimState = std::ptr::null_mut();
-/// Whether this server takes its node id from a registry: fixed at start
-/// (inherited by every process), so the hot path reads a plain static.
-static ENABLED: AtomicBool = AtomicBool::new(false);
 
-/// At start (postmaster, after the settings were validated).
-pub fn set_enabled(on: bool) {
-    ENABLED.store(on, Ordering::Relaxed);
-}
-
-/// Whether the node id comes from the registry.
+/// Whether the node id comes from the registry (fixed at start:
+/// [`settings::registry_enabled`]).
 #[inline]
 pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    settings::registry_enabled()
 }
 
 pub fn request_size() -> usize {
@@ -127,7 +139,7 @@ pub fn request_size() -> usize {
 /// # Safety
 /// Called from the shared-memory startup hook with `lock` from the
 /// extension's tranche.
-pub unsafe fn attach(lock: *mut pg_sys::LWLock) {
+pub unsafe fn attach(lock: Lock) {
     // SAFETY: per this function's contract, called from the shared memory
     // startup hook under AddinShmemInitLock, single-threaded, before any other
     // process exists. ShmemInitStruct returns a block of size_of::<ClaimState>()
@@ -167,14 +179,9 @@ fn state() -> Option<&'static ClaimState> {
 
 impl ClaimState {
     pub fn phase(&self) -> Phase {
-        match self.phase.load(Ordering::Acquire) {
-            0 => Phase::Starting,
-            1 => Phase::Failed,
-            2 => Phase::Waiting,
-            3 => Phase::Held,
-            4 => Phase::Lost,
-            _ => Phase::Released,
-        }
+        // Only `Phase as u32` is ever stored; anything else reads as a
+        // failed claim (no node id is published by it).
+        Phase::try_from(self.phase.load(Ordering::Acquire)).unwrap_or(Phase::Failed)
     }
 
     fn set_phase(&self, phase: Phase) {
@@ -182,28 +189,17 @@ impl ClaimState {
     }
 
     pub fn message(&self) -> String {
-        // SAFETY: `self.lock` is the tranche's third LWLock, stored by `attach`;
-        // holding it in shared mode keeps every writer of `message` out while the
-        // reference made from the UnsafeCell lives, and message_text (a copy, no
-        // ERROR) runs before the release.
-        unsafe {
-            pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_SHARED);
-            let text = message_text(&*self.message.get());
-            pg_sys::LWLockRelease(self.lock);
-            text
-        }
+        let _guard = self.lock.shared();
+        // SAFETY: `_guard` holds the lock that guards `message` (shared: every
+        // writer holds it exclusively) until the text is copied out.
+        message_text(unsafe { &*self.message.get() })
     }
 
     fn set_message(&self, text: &str) {
-        // SAFETY: `self.lock` is the tranche's third LWLock, stored by `attach`;
-        // holding it exclusively makes this the only reference to `message` in any
-        // process while it lives, and set_message (a copy, no ERROR) runs before
-        // the release.
-        unsafe {
-            pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            set_message(&mut *self.message.get(), text);
-            pg_sys::LWLockRelease(self.lock);
-        }
+        let _guard = self.lock.exclusive();
+        // SAFETY: `_guard` holds the lock that guards `message` exclusively, so
+        // this is the only reference to it in any process while it lives.
+        set_message(unsafe { &mut *self.message.get() }, text);
     }
 
     pub fn until_ms(&self) -> u64 {
@@ -277,14 +273,14 @@ pub fn claim_status() -> Option<ClaimStatus> {
 /// shows it: no node id claimed (with the error `snowflake_next()`
 /// raises), or the node id given to another server (issuing ends with the
 /// grant, and starts again only after a restart).
-pub fn hold(config: &Config) -> Option<(&'static str, String)> {
+pub fn hold(config: &Config) -> Option<(Held, String)> {
     let state = state()?;
     let phase = state.phase();
     if phase == Phase::Lost {
         let until = crate::pg::clock::timestamp_of(config, state.until_ms());
         let why = strip_sqlstate(&state.message()).to_string();
         return Some((
-            "registry_lost",
+            Held::RegistryLost,
             format!(
                 "the registry ({}) gave the node id to another server: IDs are issued up to the grant's end at {until}, then refused until this server is restarted{}",
                 settings::registry_display(),
@@ -294,7 +290,7 @@ pub fn hold(config: &Config) -> Option<(&'static str, String)> {
     }
     claimed_node()
         .is_none()
-        .then(|| ("registry_no_node_id", no_node_error(state, phase).text()))
+        .then(|| (Held::RegistryNoNodeId, no_node_error(state, phase).text()))
 }
 
 /// A worker message without the registry's SQLSTATE in front ("CODE text").

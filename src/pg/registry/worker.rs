@@ -29,28 +29,26 @@
 //! can extend past it), then released at that bound: the next holder of the
 //! node id need not wait.
 
+use super::answer::{asked_of, holder_time_ms, parse_grant, unrightful};
+use super::identity::{
+    host_name, preferred_node, random_token, random_unit, token_hex, NODE_FILE_NAME,
+};
 use super::libpq::{CallError, Connection, OnShutdown};
 use super::{state, ClaimState, Phase, NONE};
 use crate::core::config::Config;
-use crate::core::instance::{read_marker, write_marker};
+use crate::core::instance::write_marker;
 use crate::core::registry::{
-    check_claim_answer, check_renewal_answer, first_ms_above, jittered_ms, renew_every_ms,
-    renewal_due, retry_after_ms, wait_for_floor_ms, AnswerError, Asked, Grant,
+    check_renewal_answer, first_ms_above, jittered_ms, renew_every_ms, renewal_due, retry_after_ms,
+    wait_for_floor_ms, Grant,
 };
 use crate::pg::bgworker;
 use crate::pg::clock;
 use crate::pg::settings::{self, data_dir};
-use crate::pg::shmem;
-use crate::pg::shmem::{Blocked, Shared};
+use crate::pg::state::{self, Blocked, Shared};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::ffi::CStr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// The data directory's last claimed node id (`fleet node_id`): only a
-/// preference for the next claim, never trusted as a claim.
-pub const NODE_FILE_NAME: &str = "snowflake_id.node";
 
 const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms FROM snowflake_registry.claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 const RENEW_SQL: &str = "SELECT snowflake_registry.renew($1, $2, $3, $4, $5, $6)";
@@ -70,7 +68,7 @@ pub fn register() {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn snowflake_id_registry_worker_main(_arg: pg_sys::Datum) {
     bgworker::start();
-    let (Some(config), Some(shared)) = (settings::config(), shmem::shared()) else {
+    let (Some(config), Some(shared)) = (settings::config(), state::shared()) else {
         return;
     };
     let mut claim = ClaimWorker::new();
@@ -153,7 +151,7 @@ impl ClaimWorker {
 
     /// The claim's token, as the registry sees it.
     fn token(&self) -> String {
-        hex(&self.token_bytes)
+        token_hex(&self.token_bytes)
     }
 
     /// One turn of the registry worker's loop.
@@ -448,112 +446,6 @@ impl Default for ClaimWorker {
     }
 }
 
-/// What a claim or renewal asks for now: the bounds its answer must keep.
-fn asked_of(config: &Config, shared: &Shared) -> Asked {
-    Asked {
-        node_id: config.node_id,
-        holder_now_ms: holder_time_ms(config, shared),
-        grant_ms: settings::registry_grant_ms(),
-        max_node: config.layout.max_node(),
-        max_time_ms: config.layout.max_time_ms(),
-    }
-}
-
-/// The claim's answer (node id, claim, floor, grant), checked: one that no
-/// registry function gives is refused, never used.
-fn parse_grant(rows: &[Vec<Option<String>>], asked: &Asked) -> Result<Grant, CallError> {
-    let field = |i: usize| -> Option<i64> { rows.first()?.get(i).cloned().flatten()?.parse().ok() };
-    let (Some(node_id), Some(claim_id), Some(floor_ms), Some(until_ms), 1) =
-        (field(0), field(1), field(2), field(3), rows.len())
-    else {
-        return Err(unrightful(format!("a claim answered {rows:?}"), None));
-    };
-    check_claim_answer(asked, node_id, claim_id, floor_ms, until_ms).map_err(|e| {
-        unrightful(
-            format!("a claim answered node id {node_id}, claim {claim_id}, IDs after {floor_ms} ms up to {until_ms} ms"),
-            Some(e),
-        )
-    })
-}
-
-/// An answer that cannot have come from the registry's functions: refused
-/// with SQLSTATE 08P01 (protocol violation), which is what backends then
-/// report, and never used.
-fn unrightful(what: String, why: Option<AnswerError>) -> CallError {
-    CallError::Refused {
-        sqlstate: "08P01".into(),
-        message: match why {
-            Some(why) => format!("the registry's answer cannot be right: {why}"),
-            None => "the registry's answer cannot be right: not one row of numbers".into(),
-        },
-        detail: Some(what),
-        hint: Some(
-            "Check that snowflake_id.registry reaches the registry's own database (dbname) with registry/snowflake_registry.sql installed there unchanged, through a verified connection (sslmode=verify-full); the answer was not used."
-                .into(),
-        ),
-    }
-}
-
-/// The holder's present in ID time: the clock, or the generator's last
-/// ID if that is later.
-fn holder_time_ms(config: &Config, shared: &Shared) -> u64 {
-    (clock::now_ms(config).max(0) as u64).max(shared.generator.last_time_ms(&config.layout))
-}
-
 fn time_text(config: &Config, ms: i64) -> String {
     clock::timestamp_of(config, ms.max(0) as u64).to_string()
-}
-
-/// The node id this data directory held last in `fleet`.
-fn preferred_node(fleet: &str) -> Option<u64> {
-    let text = read_marker(&data_dir(), NODE_FILE_NAME).ok().flatten()?;
-    let (f, n) = text.trim().rsplit_once(' ')?;
-    (f == fleet).then(|| n.parse().ok()).flatten()
-}
-
-fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is a writable buffer of buf.len() bytes, which bounds
-    // what gethostname writes.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".into();
-    }
-    // SAFETY: on success `buf` holds a NUL-terminated name. Relies on: the name
-    // being shorter than the buffer (Linux caps it at HOST_NAME_MAX, 64 bytes;
-    // POSIX leaves a truncated name unterminated). The buffer outlives the
-    // read, and the text is copied at once.
-    unsafe { CStr::from_ptr(buf.as_ptr().cast()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// A random number in [0, 1), for spreading retries.
-fn random_unit() -> f64 {
-    let bytes = random_token();
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[..8]);
-    (u64::from_le_bytes(word) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Bytes as lower-case hex (the token as the registry sees it).
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// 128 random bits: the claim's secret (sent as hex).
-fn random_token() -> [u8; 16] {
-    let mut bytes = [0u8; 16];
-    // SAFETY: `bytes` is a writable buffer of exactly bytes.len() bytes, the
-    // length pg_strong_random is told to fill.
-    let ok = unsafe { pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
-    if !ok {
-        // Never expected; still distinct per process and moment.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        bytes.copy_from_slice(&(t ^ (std::process::id() as u128) << 64).to_le_bytes());
-    }
-    bytes
 }

@@ -1,0 +1,64 @@
+//! What the registry worker asks of the registry, and which answers it
+//! accepts: the bounds of a claim or renewal ([`Asked`], from the
+//! configuration and the generator's time), and the claim's answer parsed
+//! and checked by the pure rules of [`crate::core::registry`]. An answer no
+//! registry function can give is refused (SQLSTATE 08P01), never used.
+
+use super::libpq::CallError;
+use crate::core::config::Config;
+use crate::core::registry::{check_claim_answer, AnswerError, Asked, Grant};
+use crate::pg::clock;
+use crate::pg::settings;
+use crate::pg::state::Shared;
+
+/// What a claim or renewal asks for now: the bounds its answer must keep.
+pub fn asked_of(config: &Config, shared: &Shared) -> Asked {
+    Asked {
+        node_id: config.node_id,
+        holder_now_ms: holder_time_ms(config, shared),
+        grant_ms: settings::registry_grant_ms(),
+        max_node: config.layout.max_node(),
+        max_time_ms: config.layout.max_time_ms(),
+    }
+}
+
+/// The claim's answer (node id, claim, floor, grant), checked: one that no
+/// registry function gives is refused, never used.
+pub fn parse_grant(rows: &[Vec<Option<String>>], asked: &Asked) -> Result<Grant, CallError> {
+    let field = |i: usize| -> Option<i64> { rows.first()?.get(i).cloned().flatten()?.parse().ok() };
+    let (Some(node_id), Some(claim_id), Some(floor_ms), Some(until_ms), 1) =
+        (field(0), field(1), field(2), field(3), rows.len())
+    else {
+        return Err(unrightful(format!("a claim answered {rows:?}"), None));
+    };
+    check_claim_answer(asked, node_id, claim_id, floor_ms, until_ms).map_err(|e| {
+        unrightful(
+            format!("a claim answered node id {node_id}, claim {claim_id}, IDs after {floor_ms} ms up to {until_ms} ms"),
+            Some(e),
+        )
+    })
+}
+
+/// An answer that cannot have come from the registry's functions: refused
+/// with SQLSTATE 08P01 (protocol violation), which is what backends then
+/// report, and never used.
+pub fn unrightful(what: String, why: Option<AnswerError>) -> CallError {
+    CallError::Refused {
+        sqlstate: "08P01".into(),
+        message: match why {
+            Some(why) => format!("the registry's answer cannot be right: {why}"),
+            None => "the registry's answer cannot be right: not one row of numbers".into(),
+        },
+        detail: Some(what),
+        hint: Some(
+            "Check that snowflake_id.registry reaches the registry's own database (dbname) with registry/snowflake_registry.sql installed there unchanged, through a verified connection (sslmode=verify-full); the answer was not used."
+                .into(),
+        ),
+    }
+}
+
+/// The holder's present in ID time: the clock, or the generator's last
+/// ID if that is later.
+pub fn holder_time_ms(config: &Config, shared: &Shared) -> u64 {
+    (clock::now_ms(config).max(0) as u64).max(shared.generator.last_time_ms(&config.layout))
+}
