@@ -8,6 +8,7 @@
 //! with `cargo test` and a scripted clock, without a server.
 
 pub mod config;
+pub mod conninfo;
 pub mod convert;
 pub mod epoch;
 pub mod generator;

@@ -234,106 +234,11 @@ pub fn jittered_ms(ms: u64, unit: f64) -> u64 {
     ((ms as f64) * (0.75 + unit / 2.0)).round() as u64
 }
 
-/// A libpq connection string as it may be shown in messages and logs:
-/// a password (`password=...` or in a URI's user part) is replaced by `***`.
-pub fn conninfo_display(conninfo: &str) -> String {
-    let s = conninfo.trim();
-    if let Some(rest) = s
-        .strip_prefix("postgresql://")
-        .or_else(|| s.strip_prefix("postgres://"))
-    {
-        let scheme = &s[..s.len() - rest.len()];
-        let end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(end);
-        let authority = match authority.rsplit_once('@') {
-            Some((user, host)) => match user.split_once(':') {
-                Some((name, _)) => format!("{name}:***@{host}"),
-                None => authority.to_string(),
-            },
-            None => authority.to_string(),
-        };
-        let tail = tail
-            .split('&')
-            .map(|kv| match kv.split_once("password=") {
-                Some((before, _)) if before.is_empty() || before.ends_with('?') => {
-                    format!("{before}password=***")
-                }
-                _ => kv.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("&");
-        return format!("{scheme}{authority}{tail}");
-    }
-    // key = value pairs; a quoted value may hold spaces.
-    let mut out = String::new();
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        out.push(c);
-        if out.ends_with("password") {
-            // Skip spaces and '=' then the value.
-            let mut sep = String::new();
-            while let Some(&n) = chars.peek() {
-                if n == ' ' || n == '=' {
-                    sep.push(n);
-                    chars.next();
-                } else {
-                    break;
-                }
-            }
-            if !sep.contains('=') {
-                out.push_str(&sep);
-                continue;
-            }
-            out.push_str(&sep);
-            out.push_str("***");
-            if chars.peek() == Some(&'\'') {
-                chars.next();
-                while let Some(n) = chars.next() {
-                    if n == '\\' {
-                        chars.next();
-                    } else if n == '\'' {
-                        break;
-                    }
-                }
-            } else {
-                while let Some(&n) = chars.peek() {
-                    if n == ' ' {
-                        break;
-                    }
-                    chars.next();
-                }
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
-
-    #[test]
-    fn passwords_are_not_shown() {
-        assert_eq!(
-            conninfo_display("host=r port=5432 password=s3cret user=u"),
-            "host=r port=5432 password=*** user=u"
-        );
-        assert_eq!(
-            conninfo_display("host=r password = 'a b\\'c' dbname=x"),
-            "host=r password = *** dbname=x"
-        );
-        assert_eq!(
-            conninfo_display("postgresql://u:pw@h:5/db?sslmode=require&password=x"),
-            "postgresql://u:***@h:5/db?sslmode=require&password=***"
-        );
-        assert_eq!(conninfo_display("service=reg"), "service=reg");
-        assert_eq!(
-            conninfo_display("postgres://h/db?password=x"),
-            "postgres://h/db?password=***"
-        );
-    }
 
     #[test]
     fn fence_never_passes_the_grant() {

@@ -241,6 +241,8 @@ pub enum Error {
     // --- not errors
     /// A bad combination of settings: stops the server at start (FATAL).
     Settings(ConfigError),
+    /// `snowflake_id.registry` holds a password (`key`): stops the server.
+    RegistrySecretInSetting { key: &'static str },
     /// A `snowflake_id.*` name that is no setting: stops the server.
     UnknownSetting {
         name: String,
@@ -662,6 +664,11 @@ impl Error {
             ),
 
             E::Settings(e) => report(Code::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string(), e.hint()),
+            E::RegistrySecretInSetting { key } => report(
+                Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("snowflake_id.registry holds a {key}: every member of pg_read_all_settings (pg_monitor among them) can read this setting"),
+                "Take the secret out of the connection string: put the password in a password file (passfile=/path/to/file, mode 0600, owned by the server's OS user; or that user's ~/.pgpass), in a service file (service=NAME), or use a client certificate (sslcert and sslkey). Then start the server.",
+            ),
             E::UnknownSetting { name, place, names } => report(
                 Code::ERRCODE_UNDEFINED_OBJECT,
                 format!("unknown setting \"{name}\"{place}"),

@@ -317,6 +317,11 @@ pub fn validate_or_stop() {
         node_bits: NODE_BITS.get(),
         sequence_bits: SEQUENCE_BITS.get(),
     };
+    // Every member of pg_read_all_settings reads snowflake_id.registry
+    // (no setting flag hides it from them): it must hold no secret.
+    if let Some(key) = crate::core::conninfo::secret_in(&registry_conninfo()) {
+        errors::stop(Error::RegistrySecretInSetting { key });
+    }
     match Config::validate(&settings, clock::unix_now_ms()) {
         Ok(config) => {
             let _ = CONFIG.set(config);
@@ -372,7 +377,7 @@ pub fn registry_conninfo() -> String {
 
 /// The registry's connection string as messages show it (no password).
 pub fn registry_display() -> String {
-    crate::core::registry::conninfo_display(&registry_conninfo())
+    crate::core::conninfo::display(&registry_conninfo())
 }
 
 /// `snowflake_id.registry_fleet`.

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 const SHMEM_NAME: &CStr = c"snowflake_id registry";
 const MESSAGE_LEN: usize = 2048;
+const PUBLIC_MESSAGE_LEN: usize = 256;
 /// No node id claimed (yet).
 const NONE: u64 = u64::MAX;
 /// How long a backend waits for the registry worker's first claim after a
@@ -114,6 +115,9 @@ pub struct ClaimState {
     /// The last failure (or what the claim waits for), NUL-padded;
     /// guarded by `lock`.
     message: UnsafeCell<[u8; MESSAGE_LEN]>,
+    /// The same for every user who may not see where the registry is
+    /// ([`viewer_sees_registry`]): the failure and its SQLSTATE only.
+    public_message: UnsafeCell<[u8; PUBLIC_MESSAGE_LEN]>,
 }
 
 // Process-local, like all of a PostgreSQL process's globals: a server
@@ -163,6 +167,7 @@ pub unsafe fn attach(lock: Lock) {
                 failing: AtomicBool::new(false),
                 lock,
                 message: UnsafeCell::new([0; MESSAGE_LEN]),
+                public_message: UnsafeCell::new([0; PUBLIC_MESSAGE_LEN]),
             });
         }
         STATE = state;
@@ -188,18 +193,37 @@ impl ClaimState {
         self.phase.store(phase as u32, Ordering::Release);
     }
 
+    /// The last failure, or what the claim waits for, in the words the
+    /// user running this statement may see ([`viewer_sees_registry`]).
     pub fn message(&self) -> String {
+        let whole = viewer_sees_registry();
         let _guard = self.lock.shared();
-        // SAFETY: `_guard` holds the lock that guards `message` (shared: every
+        // SAFETY: `_guard` holds the lock that guards both buffers (shared: every
         // writer holds it exclusively) until the text is copied out.
-        message_text(unsafe { &*self.message.get() })
+        unsafe {
+            if whole {
+                message_text(&*self.message.get())
+            } else {
+                message_text(&*self.public_message.get())
+            }
+        }
     }
 
+    /// A message every user may see whole (it names no host).
     fn set_message(&self, text: &str) {
+        self.set_failure(text, text);
+    }
+
+    /// A message, and what of it every user may see.
+    fn set_failure(&self, text: &str, public: &str) {
         let _guard = self.lock.exclusive();
-        // SAFETY: `_guard` holds the lock that guards `message` exclusively, so
-        // this is the only reference to it in any process while it lives.
-        set_message(unsafe { &mut *self.message.get() }, text);
+        // SAFETY: `_guard` holds the lock that guards both buffers exclusively,
+        // so these are the only references to them in any process while they
+        // live.
+        unsafe {
+            set_message(&mut *self.message.get(), text);
+            set_message(&mut *self.public_message.get(), public);
+        }
     }
 
     pub fn until_ms(&self) -> u64 {
@@ -283,7 +307,7 @@ pub fn hold(config: &Config) -> Option<(Held, String)> {
             Held::RegistryLost,
             format!(
                 "the registry ({}) gave the node id to another server: IDs are issued up to the grant's end at {until}, then refused until this server is restarted{}",
-                settings::registry_display(),
+                shown_registry(),
                 if why.is_empty() { String::new() } else { format!(" ({why})") }
             ),
         ));
@@ -355,8 +379,36 @@ pub fn issuing_node() -> u64 {
     }
 }
 
+/// Whether the user running this statement may see where the registry is
+/// and what it said: a superuser, or a member of `pg_read_all_settings`
+/// (who reads `snowflake_id.registry` anyway). Everyone else sees that the
+/// registry failed and the SQLSTATE, not where it is nor whom it names.
+fn viewer_sees_registry() -> bool {
+    // SAFETY: called in a backend, during a statement (a SQL function, or an
+    // error it raises), where there is a current user; superuser() and
+    // has_privs_of_role() read the role caches, and raise an ERROR only on a
+    // broken catalog.
+    unsafe {
+        pg_sys::superuser()
+            || pg_sys::has_privs_of_role(
+                pg_sys::GetUserId(),
+                pg_sys::Oid::from(pg_sys::ROLE_PG_READ_ALL_SETTINGS),
+            )
+    }
+}
+
+/// The registry as the user running this statement may see it: its
+/// connection string (no password), or only the setting's name.
+fn shown_registry() -> String {
+    if viewer_sees_registry() {
+        settings::registry_display()
+    } else {
+        "snowflake_id.registry".to_string()
+    }
+}
+
 fn no_node_error(state: &ClaimState, phase: Phase) -> Error {
-    let registry = settings::registry_display();
+    let registry = shown_registry();
     let message = state.message();
     match phase {
         Phase::Waiting => Error::RegistryWaitingForFloor { message },
@@ -415,7 +467,7 @@ pub fn grant_ended(e: GrantError, config: &Config) -> Error {
     let lost = state.is_some_and(|s| s.phase() == Phase::Lost);
     let message = state.map(|s| s.message()).unwrap_or_default();
     Error::RegistryGrantEnded {
-        registry: settings::registry_display(),
+        registry: shown_registry(),
         until: crate::pg::clock::timestamp_of(config, until_ms).to_string(),
         lost,
         message: strip_sqlstate(&message).to_string(),

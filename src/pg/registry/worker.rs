@@ -381,7 +381,16 @@ impl ClaimWorker {
                 t
             }
         };
-        state.set_message(&text);
+        // What every user may see: that the call failed, and its SQLSTATE;
+        // not where the registry is, nor the hosts and data directories its
+        // words may name.
+        let public = match &e {
+            CallError::Unreachable(_) => "08001 could not reach the registry".to_string(),
+            CallError::Refused { sqlstate, .. } => {
+                format!("{sqlstate} the registry refused the call")
+            }
+        };
+        state.set_failure(&text, &public);
         state.failing.store(true, Ordering::Release);
         if lost {
             state.set_phase(Phase::Lost);

@@ -1,0 +1,283 @@
+//! The registry's connection string, read as libpq reads it, for two
+//! purposes: to refuse a secret in it, and to show it without one.
+//!
+//! `snowflake_id.registry` is a `GUC_SUPERUSER_ONLY` setting, yet every
+//! member of `pg_read_all_settings` reads it (`pg_monitor`, the role the
+//! monitoring docs give the exporter, is one), and no setting flag hides a
+//! value from that role. So the setting must hold no secret: a `password`
+//! or `sslpassword` in it is refused at start ([`secret_in`]), and the
+//! password goes where libpq looks for it outside the string (a password
+//! file, `passfile=`, a service file, a client certificate).
+//!
+//! Two forms, as libpq's `conninfo_parse` and `conninfo_uri_parse`:
+//! - `key = value` pairs separated by any white space (a tab too), a value
+//!   either bare (up to white space, `\` escaping one character) or in
+//!   single quotes (`\` escaping one character);
+//! - a URI `postgresql://[user[:password]@]hosts[/dbname][?key=value&...]`
+//!   (also `postgres://`), whose parameter names are percent-decoded.
+
+/// The parameters that carry a secret.
+const SECRET_KEYS: [&str; 2] = ["password", "sslpassword"];
+
+/// One parameter of a connection string: its name, and the byte range of
+/// its value in the string (as written: quotes and escapes included).
+#[derive(Debug, PartialEq, Eq)]
+struct Param {
+    key: String,
+    value: std::ops::Range<usize>,
+}
+
+fn is_space(c: u8) -> bool {
+    // C's isspace: space, \t, \n, \v, \f, \r.
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// The `key = value` pairs, or `None` where libpq would refuse the string
+/// (a key without `=`, an unterminated quote).
+fn key_value_params(s: &str) -> Option<Vec<Param>> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut params = Vec::new();
+    loop {
+        while i < b.len() && is_space(b[i]) {
+            i += 1;
+        }
+        if i == b.len() {
+            return Some(params);
+        }
+        let key_start = i;
+        while i < b.len() && b[i] != b'=' && !is_space(b[i]) {
+            i += 1;
+        }
+        let key = s[key_start..i].to_string();
+        while i < b.len() && is_space(b[i]) {
+            i += 1;
+        }
+        if i == b.len() || b[i] != b'=' {
+            return None;
+        }
+        i += 1;
+        while i < b.len() && is_space(b[i]) {
+            i += 1;
+        }
+        let value_start = i;
+        if i < b.len() && b[i] == b'\'' {
+            i += 1;
+            loop {
+                match b.get(i) {
+                    None => return None,
+                    Some(b'\\') => i += 2,
+                    Some(b'\'') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(_) => i += 1,
+                }
+            }
+        } else {
+            while i < b.len() && !is_space(b[i]) {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+        }
+        let end = i.min(b.len());
+        params.push(Param {
+            key,
+            value: value_start..end,
+        });
+        i = end;
+    }
+}
+
+/// The URI's scheme, if the string is one.
+fn uri_scheme(s: &str) -> Option<&'static str> {
+    ["postgresql://", "postgres://"]
+        .into_iter()
+        .find(|scheme| s.starts_with(scheme))
+}
+
+/// `%XX` decoded (a bad escape is kept as written: the name it spells is
+/// then no secret's name, and libpq refuses the string anyway).
+fn percent_decoded(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A URI's parts: the byte range of the password in its user part, if
+/// any, and its query parameters.
+fn uri_params(s: &str, scheme: &str) -> (Option<std::ops::Range<usize>>, Vec<Param>) {
+    let rest_start = scheme.len();
+    let rest = &s[rest_start..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let password = authority.rfind('@').and_then(|at| {
+        let user = &authority[..at];
+        user.find(':')
+            .map(|colon| rest_start + colon + 1..rest_start + at)
+    });
+    let mut params = Vec::new();
+    if let Some(q) = rest.find('?') {
+        let mut offset = rest_start + q + 1;
+        for pair in s[offset..].split('&') {
+            let (key, value_offset) = match pair.find('=') {
+                Some(eq) => (&pair[..eq], eq + 1),
+                None => (pair, pair.len()),
+            };
+            params.push(Param {
+                key: percent_decoded(key),
+                value: offset + value_offset..offset + pair.len(),
+            });
+            offset += pair.len() + 1;
+        }
+    }
+    (password, params)
+}
+
+/// Which secret a connection string holds, if any: `"password"` or
+/// `"sslpassword"` as a parameter, or `"password"` in a URI's user part. A
+/// string libpq cannot parse is treated as holding one if the word
+/// appears in it at all (the safe side: it is refused either way).
+pub fn secret_in(conninfo: &str) -> Option<&'static str> {
+    let s = conninfo.trim();
+    let secret = |key: &str| SECRET_KEYS.into_iter().find(|k| *k == key);
+    if let Some(scheme) = uri_scheme(s) {
+        let (password, params) = uri_params(s, scheme);
+        if password.is_some() {
+            return Some("password");
+        }
+        return params.iter().find_map(|p| secret(&p.key));
+    }
+    match key_value_params(s) {
+        Some(params) => params.iter().find_map(|p| secret(&p.key)),
+        None => s.contains("password").then_some("password"),
+    }
+}
+
+/// A connection string as it may be shown in messages and logs: every
+/// secret's value replaced by `***` (the server refuses to start with one,
+/// so this is a second line of defence).
+pub fn display(conninfo: &str) -> String {
+    let s = conninfo.trim();
+    let mut hidden: Vec<std::ops::Range<usize>> = Vec::new();
+    let is_secret = |p: &Param| SECRET_KEYS.contains(&p.key.as_str());
+    if let Some(scheme) = uri_scheme(s) {
+        let (password, params) = uri_params(s, scheme);
+        hidden.extend(password);
+        hidden.extend(params.into_iter().filter(is_secret).map(|p| p.value));
+    } else {
+        match key_value_params(s) {
+            Some(params) => hidden.extend(params.into_iter().filter(is_secret).map(|p| p.value)),
+            None if s.contains("password") => {
+                return "(a connection string libpq cannot read)".to_string()
+            }
+            None => {}
+        }
+    }
+    let mut out = String::new();
+    let mut at = 0;
+    for range in hidden {
+        out.push_str(&s[at..range.start]);
+        out.push_str("***");
+        at = range.end;
+    }
+    out.push_str(&s[at..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn secrets_are_found_in_every_form() {
+        for (conninfo, secret) in [
+            ("host=r port=5432 password=s3cret user=u", Some("password")),
+            ("host=r\tpassword\t=\ts3cret", Some("password")),
+            ("host=r password = 'a b\\'c' dbname=x", Some("password")),
+            ("host=r sslpassword=k", Some("sslpassword")),
+            ("postgresql://u:pw@h:5/db", Some("password")),
+            ("postgres://u:pw@h1:5,h2:6/db", Some("password")),
+            (
+                "postgresql://u@h/db?sslmode=require&password=x",
+                Some("password"),
+            ),
+            ("postgresql://h/db?sslpassword=x", Some("sslpassword")),
+            ("postgresql://h/db?pass%77ord=x", Some("password")),
+            ("host=r password='unterminated", Some("password")),
+            ("host=r port=5432 user=u dbname=reg", None),
+            ("host=r passfile=/etc/pg/pass service=reg", None),
+            ("postgresql://u@h:5/db?passfile=%2Fetc%2Fpass", None),
+            ("application_name='my password manager'", None),
+            ("", None),
+        ] {
+            assert_eq!(secret_in(conninfo), secret, "{conninfo}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_not_shown() {
+        for (conninfo, shown) in [
+            (
+                "host=r port=5432 password=s3cret user=u",
+                "host=r port=5432 password=*** user=u",
+            ),
+            ("host=r\tpassword\t=\ts3cret", "host=r\tpassword\t=\t***"),
+            (
+                "host=r password = 'a b\\'c' dbname=x",
+                "host=r password = *** dbname=x",
+            ),
+            ("sslpassword=k host=r", "sslpassword=*** host=r"),
+            (
+                "postgresql://u:pw@h:5/db?sslmode=require&password=x",
+                "postgresql://u:***@h:5/db?sslmode=require&password=***",
+            ),
+            (
+                "postgresql://h/db?sslpassword=x&sslmode=verify-full",
+                "postgresql://h/db?sslpassword=***&sslmode=verify-full",
+            ),
+            ("service=reg", "service=reg"),
+            (
+                "host=r password='unterminated",
+                "(a connection string libpq cannot read)",
+            ),
+        ] {
+            assert_eq!(display(conninfo), shown, "{conninfo}");
+        }
+    }
+
+    proptest! {
+        /// Whatever surrounds it, a password value never survives display.
+        #[test]
+        fn a_password_value_is_never_shown(
+            before in "[a-z]{1,8}=[a-z0-9]{1,8}",
+            space in "[ \t]{1,3}",
+            secret in "[A-Z]{12}",
+            key in prop::sample::select(vec!["password", "sslpassword"]),
+        ) {
+            let conninfo = format!("{before}{space}{key}{space}={space}{secret}{space}{before}");
+            prop_assert!(!display(&conninfo).contains(&secret));
+            prop_assert_eq!(secret_in(&conninfo), Some(key));
+            let uri = format!("postgresql://u:{secret}@h/db?{key}={secret}");
+            prop_assert!(!display(&uri).contains(&secret));
+        }
+    }
+}
