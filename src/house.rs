@@ -3,8 +3,8 @@
 //!
 //! - the rooms form a ladder: the order of `src/pg/mod.rs`'s list (top
 //!   down) is the order of the picture in `CONTRIBUTING.md`, and every
-//!   `crate::pg::` (or, in `registry/`, `super::`) path in a room's code
-//!   names a room below it, so no import circle can form;
+//!   `crate::pg::` or `super::` path in a room's code names a room below
+//!   it, so no import circle can form;
 //! - no room is longer than 500 lines, but `errors.rs` (the one table of
 //!   messages is its point).
 //!
@@ -85,52 +85,125 @@ fn code_of(text: &str) -> String {
     code
 }
 
-/// The rooms a file's code names: `crate::pg::a::b`, `crate::pg::{a, b::c}`
-/// and, for a room inside a directory, `super::x`; each path resolved to
-/// the longest room name it starts with.
+/// The paths a use tree (or a plain path) at the start of `s` names:
+/// `a::b`, `a::{b, c::{d, e}}` (groups nested to any depth), `a as b` (the
+/// alias dropped), each joined to `prefix`.
+fn use_tree_paths(s: &str, prefix: &str) -> Vec<String> {
+    fn skip_spaces(chars: &[char], i: &mut usize) {
+        while *i < chars.len() && chars[*i] == ' ' {
+            *i += 1;
+        }
+    }
+    fn tree(chars: &[char], i: &mut usize, prefix: &str, out: &mut Vec<String>) {
+        let mut path = prefix.to_string();
+        loop {
+            skip_spaces(chars, i);
+            if chars.get(*i) == Some(&'{') {
+                *i += 1;
+                loop {
+                    skip_spaces(chars, i);
+                    match chars.get(*i) {
+                        Some('}') => {
+                            *i += 1;
+                            return;
+                        }
+                        None => return,
+                        _ => tree(chars, i, &path, out),
+                    }
+                    skip_spaces(chars, i);
+                    match chars.get(*i) {
+                        Some(',') => *i += 1,
+                        Some('}') => {
+                            *i += 1;
+                            return;
+                        }
+                        _ => return,
+                    }
+                }
+            }
+            let start = *i;
+            while *i < chars.len()
+                && (chars[*i].is_alphanumeric() || chars[*i] == '_' || chars[*i] == '*')
+            {
+                *i += 1;
+            }
+            let segment: String = chars[start..*i].iter().collect();
+            if segment.is_empty() {
+                break;
+            }
+            path = if path.is_empty() {
+                segment
+            } else {
+                format!("{path}::{segment}")
+            };
+            if chars.get(*i) == Some(&':') && chars.get(*i + 1) == Some(&':') {
+                *i += 2;
+            } else {
+                break;
+            }
+        }
+        // `x as y`: the alias names nothing new.
+        let rest: String = chars[*i..].iter().take(4).collect();
+        if rest.starts_with(" as ") {
+            *i += 4;
+            while *i < chars.len() && (chars[*i].is_alphanumeric() || chars[*i] == '_') {
+                *i += 1;
+            }
+        }
+        if !path.is_empty() && path != prefix {
+            out.push(path);
+        }
+    }
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    tree(&chars, &mut 0, prefix, &mut out);
+    out
+}
+
+/// The rooms a file's code names: every path after `crate::` that goes
+/// into `pg` (`crate::pg::a::b`, `crate::pg::{a, b::{c, d}}`,
+/// `crate::{pg::a, core::x}`) and every path after `super::` (the parent
+/// of the room's module: `pg` itself for `state` or `registry`, the
+/// `registry` room for `registry::worker`), each resolved to the longest
+/// room name it starts with. Naming the floor itself (`use crate::pg;`,
+/// then `pg::x`) is reported as `crate::pg`, which no ladder holds: the
+/// house asks for the room's name in every import.
 fn imports(room: &str, code: &str, names: &[&String]) -> Vec<String> {
     let resolve = |path: &str| -> Option<String> {
-        let parts: Vec<&str> = path.split("::").map(str::trim).collect();
+        let parts: Vec<&str> = path.split("::").collect();
         (1..=parts.len())
             .rev()
             .map(|n| parts[..n].join("::"))
             .find(|candidate| names.contains(&candidate))
     };
-    let mut found = Vec::new();
-    let mut bases = vec!["crate::pg::".to_string()];
-    if let Some((parent, _)) = room.rsplit_once("::") {
-        // In registry/worker.rs, `super::` is the registry room.
-        bases.push("super::".to_string());
-        bases.push(format!("{parent}::"));
-    }
+    let parent = room.rsplit_once("::").map_or("", |(parent, _)| parent);
     let compact: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
-    for base in &bases[..bases.len().min(2)] {
-        let prefix = if base == "super::" {
-            bases[2].clone()
-        } else {
-            String::new()
-        };
+    let mut found = Vec::new();
+    for (base, prefix) in [("crate::", ""), ("super::", parent)] {
         let mut rest = compact.as_str();
-        while let Some(at) = rest.find(base.as_str()) {
+        while let Some(at) = rest.find(base) {
             // Not part of a longer identifier (`my_super::`).
             let before = rest[..at].chars().last();
             rest = &rest[at + base.len()..];
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
                 continue;
             }
-            if let Some(group) = rest.strip_prefix('{') {
-                let end = group.find('}').unwrap_or(group.len());
-                for item in group[..end].split(',') {
-                    let item = item.split(" as ").next().unwrap_or("").trim();
-                    if !item.is_empty() {
-                        found.extend(resolve(&format!("{prefix}{item}")));
+            for path in use_tree_paths(rest, "") {
+                let in_pg = if base == "crate::" {
+                    match path.strip_prefix("pg::") {
+                        Some(inner) => inner.to_string(),
+                        None if path == "pg" => {
+                            found.push("crate::pg".to_string());
+                            continue;
+                        }
+                        None => continue,
                     }
-                }
-            } else {
-                let end = rest
-                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                    .unwrap_or(rest.len());
-                found.extend(resolve(&format!("{prefix}{}", &rest[..end])));
+                } else if prefix.is_empty() {
+                    path
+                } else {
+                    format!("{prefix}::{path}")
+                };
+                found.extend(resolve(&in_pg));
             }
         }
     }
@@ -319,6 +392,27 @@ fn the_checks_see_circles_and_upward_imports() {
     assert_eq!(
         imports("dir::x", "use super::{thing, x}; crate::pg::a::f()", &refs),
         vec!["a", "dir"]
+    );
+    // Nested groups, `crate::{pg::...}`, and `super::` of a top-level room.
+    assert_eq!(
+        imports(
+            "a",
+            "use crate::pg::{b::{x, y}, dir::{self, x as z}, c};",
+            &refs
+        ),
+        vec!["b", "c", "dir", "dir::x"]
+    );
+    assert_eq!(
+        imports("a", "use crate::{core::q, pg::{b, c::d}};", &refs),
+        vec!["b", "c"]
+    );
+    assert_eq!(
+        imports("dir", "use super::{b, c::f};", &refs),
+        vec!["b", "c"]
+    );
+    assert_eq!(
+        imports("a", "use crate::pg; pg::b::f();", &refs),
+        vec!["crate::pg"]
     );
     let edges = |pairs: &[(&str, &str)]| {
         let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -26,7 +26,7 @@ impl Shared {
         now_ms: i64,
         max_drift_ms: u64,
     ) -> Result<String, Refusal> {
-        let _guard = self.lock.exclusive();
+        let guard = self.lock.exclusive();
         // SAFETY: RecoveryInProgress takes no argument and reads shared memory this
         // process is attached to.
         if unsafe { pg_sys::RecoveryInProgress() } {
@@ -39,7 +39,7 @@ impl Shared {
             }
             Blocked::LeaseCorrupt | Blocked::LeaseUnreadable | Blocked::ReplayFailed => {
                 return Err(Refusal::LeaseUnusable(message_text(
-                    // SAFETY: `_guard` holds self.lock exclusively; the message is copied
+                    // SAFETY: `guard` holds self.lock exclusively; the message is copied
                     // out at once.
                     &unsafe { self.guarded() }.message,
                 )));
@@ -54,7 +54,7 @@ impl Shared {
         // missing lease can have covered.
         let mut floor_ms = None;
         let mut old_max_id = None;
-        // SAFETY: `_guard` holds self.lock exclusively; the field is copied out
+        // SAFETY: `guard` holds self.lock exclusively; the field is copied out
         // at once.
         match (blocked, unsafe { self.guarded() }.recorded) {
             (Blocked::ConfigurationChanged, None) => {
@@ -97,7 +97,7 @@ impl Shared {
         if blocked == Blocked::Copied {
             accepted.push(format!(
                 "this server is a copy ({}); it issues IDs as the only server with its node id, starting snowflake_id.max_clock_drift ahead of the clock",
-                // SAFETY: `_guard` holds self.lock exclusively; the message is copied
+                // SAFETY: `guard` holds self.lock exclusively; the message is copied
                 // out at once.
                 message_text(&unsafe { self.guarded() }.message)
             ));
@@ -111,7 +111,11 @@ impl Shared {
         self.generator.lease_until_ms.store(0, Ordering::SeqCst);
         let needed = floor_ms.unwrap_or_else(|| self.generator.last_time_ms(layout));
         let (target, _) = self
-            .record_lease_locked(config, lease_target(&self.generator, layout, needed))
+            .record_lease_locked(
+                &guard,
+                config,
+                lease_target(&self.generator, layout, needed),
+            )
             .map_err(|e| Refusal::Write(e.to_string()))?;
         // The lease is now this system's: the traces that held it go, and
         // this system is the one that started here.

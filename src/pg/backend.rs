@@ -66,7 +66,7 @@ fn issuing_node_checked(config: &Config, shared: &Shared) -> u64 {
             }),
         }
     };
-    if let Some(error) = blocked_error(config, shared) {
+    if let Some((_, error)) = blocked_error(config, shared) {
         raise(error);
     }
     if in_recovery() {
@@ -78,27 +78,33 @@ fn issuing_node_checked(config: &Config, shared: &Shared) -> u64 {
     }
 }
 
-/// The error for a hold of [`Shared::blocked`], if one is set.
-fn blocked_error(config: &Config, shared: &Shared) -> Option<Error> {
-    Some(match shared.blocked() {
-        Blocked::No => return None,
-        Blocked::ConfigurationChanged => Error::ConfigurationChanged {
-            changes: shared
-                .recorded()
-                .map(|old| old.differences(&current_record(config, 0)).join("; "))
-                .unwrap_or_default(),
+/// The hold of [`Shared::blocked`], if one is set, with its error (one
+/// reading of the hold for both).
+fn blocked_error(config: &Config, shared: &Shared) -> Option<(Held, Error)> {
+    let blocked = shared.blocked();
+    let held = blocked.held()?;
+    Some((
+        held,
+        match blocked {
+            Blocked::No => return None,
+            Blocked::ConfigurationChanged => Error::ConfigurationChanged {
+                changes: shared
+                    .recorded()
+                    .map(|old| old.differences(&current_record(config, 0)).join("; "))
+                    .unwrap_or_default(),
+            },
+            Blocked::LeaseCorrupt => Error::LeaseCorrupt {
+                message: shared.message(),
+                seeming_lease: shared
+                    .seeming_lease_unix_ms()
+                    .map(crate::core::epoch::utc_text),
+            },
+            Blocked::LeaseUnreadable => Error::LeaseUnreadable(shared.message()),
+            Blocked::ReplayFailed => Error::ReplayFailed(shared.message()),
+            Blocked::Copied => Error::Copied(shared.message()),
+            Blocked::LeaseMissingAfterUpgrade => Error::LeaseMissingAfterUpgrade(shared.message()),
         },
-        Blocked::LeaseCorrupt => Error::LeaseCorrupt {
-            message: shared.message(),
-            seeming_lease: shared
-                .seeming_lease_unix_ms()
-                .map(crate::core::epoch::utc_text),
-        },
-        Blocked::LeaseUnreadable => Error::LeaseUnreadable(shared.message()),
-        Blocked::ReplayFailed => Error::ReplayFailed(shared.message()),
-        Blocked::Copied => Error::Copied(shared.message()),
-        Blocked::LeaseMissingAfterUpgrade => Error::LeaseMissingAfterUpgrade(shared.message()),
-    })
+    ))
 }
 
 /// Why this server refuses to issue until an operator acts, for
@@ -107,8 +113,8 @@ fn blocked_error(config: &Config, shared: &Shared) -> Option<Error> {
 /// issuing (a standby's recovery is not a hold:
 /// `snowflake_node_info().in_recovery` shows it).
 pub fn hold(config: &Config, shared: &Shared) -> Option<(Held, String)> {
-    if let Some(error) = blocked_error(config, shared) {
-        return Some((shared.blocked().held()?, error.text()));
+    if let Some((held, error)) = blocked_error(config, shared) {
+        return Some((held, error.text()));
     }
     if registry::enabled() {
         // A standby claims its node id at promotion: until then, no claim

@@ -16,7 +16,7 @@ const FLUSH_EVERY: u64 = 1 << 16;
 /// Adds this backend's pending count to `counters.ids_issued`: at the end
 /// of every transaction (commit or abort, also of parallel workers, and
 /// when a backend exits, which aborts its transaction: the transaction
-/// callback of [`crate::pg::horizon`]), every [`FLUSH_EVERY`] IDs, and when
+/// callback of [`crate::pg::horizon::xact`]), every [`FLUSH_EVERY`] IDs, and when
 /// `snowflake_stats()` runs. Cannot fail.
 #[inline]
 pub fn flush(counters: &Counters) {

@@ -16,6 +16,7 @@
 use crate::core::config::Config;
 use crate::core::generator::{lease_target, GenerateError, LEASE_WINDOW_MS};
 use crate::core::lease::write_lease;
+use crate::pg::lwlock::LockGuard;
 use crate::pg::settings::{self, data_dir};
 use crate::pg::state::{current_record, system_identifier, Shared};
 use crate::pg::{registry, wal};
@@ -40,7 +41,7 @@ impl Shared {
         if settings::lease_sync() && self.wait_for_worker_lease(until_ms)? {
             return Ok(());
         }
-        let _guard = self.lock.exclusive();
+        let guard = self.lock.exclusive();
         if self.generator.lease_until_ms.load(Ordering::Acquire) >= until_ms {
             return Ok(());
         }
@@ -48,7 +49,7 @@ impl Shared {
             until_ms,
             lease_target(&self.generator, &config.layout, until_ms),
         )?;
-        let (target, _) = self.record_lease_locked(config, target)?;
+        let (target, _) = self.record_lease_locked(&guard, config, target)?;
         self.raise_lease(target);
         Ok(())
     }
@@ -74,7 +75,7 @@ impl Shared {
         }
         let sync = settings::lease_sync();
         let written = {
-            let _guard = self.lock.exclusive();
+            let guard = self.lock.exclusive();
             // Within the registry's grant: past it there is nothing to write
             // (backends report the grant's end themselves).
             needed()
@@ -86,7 +87,7 @@ impl Shared {
                     .ok()
                 })
                 .map(|target| {
-                    let written = self.record_lease_locked(config, target);
+                    let written = self.record_lease_locked(&guard, config, target);
                     if let (false, Ok((target, _))) = (sync, &written) {
                         self.raise_lease(*target);
                     }
@@ -203,18 +204,25 @@ impl Shared {
     /// Writes the lease up to `target_ms` (or the file's lease, if larger) to
     /// the lease file and to the WAL (flushed), without raising the
     /// in-memory bound. Returns the lease written (ms since the epoch) and
-    /// the end of the WAL record. The caller holds the lock.
+    /// the end of the WAL record. `held` is the caller's proof that it holds
+    /// the generator's lock exclusively.
     pub(super) fn record_lease_locked(
         &self,
+        held: &LockGuard,
         config: &Config,
         target_ms: u64,
     ) -> Result<(u64, pg_sys::XLogRecPtr), GenerateError> {
+        // The guarded fields below are written on the strength of this.
+        assert!(
+            held.holds_exclusively(&self.lock),
+            "snowflake_id: a lease write without the generator's lock"
+        );
         let mut record = current_record(config, target_ms);
         // Never below what the file already holds under this configuration:
         // with lease_sync just switched, the worker may have written a
         // larger lease that is not raised in memory yet.
-        // SAFETY: the caller holds self.lock exclusively (this function's
-        // contract); the field is copied out at once.
+        // SAFETY: `held` holds self.lock exclusively (checked above) for the whole
+        // call; the field is copied out at once.
         if let Some(persisted) = unsafe { self.guarded() }.persisted {
             if persisted.differences(&record).is_empty() {
                 record.lease_until_unix_ms = record
@@ -226,8 +234,8 @@ impl Shared {
             self.lease_failures.fetch_add(1, Ordering::Relaxed);
             GenerateError::Lease(e.to_string())
         })?;
-        // SAFETY: the caller holds self.lock exclusively; the reference lives for
-        // this one assignment.
+        // SAFETY: `held` holds self.lock exclusively (checked above); the
+        // reference lives for this one assignment.
         unsafe { self.guarded() }.persisted = Some(record);
         let end = wal::log_lease(&record);
         self.generator

@@ -95,8 +95,8 @@ unsafe extern "C-unwind" fn shmem_startup() {
     // (lwlocklist.h of PostgreSQL 15 to 19), an LWLock in shared memory that
     // exists once shared memory does, which is when this hook runs.
     let init_lock = unsafe { Lock::from_raw(&raw mut (*pg_sys::MainLWLockArray.add(21)).lock) };
-    // Taken as pg_stat_statements does: an EXEC_BACKEND child that runs this
-    // hook waits until the postmaster's struct is complete.
+    // Taken as pg_stat_statements does: it serialises finding or creating the
+    // structs (under EXEC_BACKEND every child runs this hook and finds them).
     let _init_guard = init_lock.exclusive();
     // SAFETY: the named tranche holds the 3 LWLocks requested in `reserve`,
     // in shared memory for the server's life, so `add(1)` and `add(2)` stay

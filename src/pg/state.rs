@@ -281,3 +281,35 @@ pub(super) fn system_identifier() -> u64 {
     // exists (callers: the postmaster's startup hook, then backends).
     unsafe { pg_sys::GetSystemIdentifier() }
 }
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    fn holdoff() -> u32 {
+        // SAFETY: this backend's own global, read as PostgreSQL's macros do.
+        unsafe { std::ptr::read_volatile(&raw const pg_sys::InterruptHoldoffCount) }
+    }
+
+    /// An ERROR raised in C while a guard of [`crate::pg::lwlock`] holds the
+    /// generator's lock: the lock is released
+    /// and the interrupt holdoff count is where it was (before the guard
+    /// restored the holdoff, it wrapped around to 4294967295 here).
+    #[pg_test]
+    fn an_error_under_a_lock_releases_it_and_keeps_interrupts_balanced() {
+        let shared = super::shared().expect("the library is preloaded in tests");
+        let lock = shared.lock;
+        let before = holdoff();
+        PgTryBuilder::new(|| {
+            let _guard = lock.exclusive();
+            // palloc refuses the size with elog(ERROR), in C.
+            // SAFETY: a plain allocation request; it raises an ERROR instead.
+            unsafe { pg_sys::palloc(usize::MAX / 2) };
+        })
+        .catch_others(|_| ())
+        .execute();
+        assert_eq!(holdoff(), before);
+        assert!(!lock.held_by_me(), "the lock is still held after the ERROR");
+    }
+}

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 /// PREPARE TRANSACTION: the bound moves into the table (and its file)
 /// before the slot is cleared, so a horizon always sees one of the two. A
 /// transaction that issued no ID (`bound` [`EMPTY`]) gets an entry without
-/// a bound, in memory only (see the module's comment).
+/// a bound, in memory only (see [`super`]'s comment).
 unsafe fn keep_prepared(header: &Header, bound: u64) {
     // SAFETY: called only from the transaction callback at PRE_PREPARE, in the
     // backend whose transaction is being prepared (this function's contract);
@@ -54,7 +54,7 @@ unsafe fn keep_prepared(header: &Header, bound: u64) {
     };
     free.bound.store(bound, Ordering::SeqCst);
     free.xid.store(xid, Ordering::SeqCst);
-    // SAFETY: PREPARING_XID is process-local (see above); a plain write.
+    // SAFETY: PREPARING_XID is process-local (see its declaration in [`super`]); a plain write.
     unsafe { PREPARING_XID = xid };
     let written = if bound != EMPTY || freed_bound {
         write_prepared(&data_dir(), &kept_entries(header))
@@ -121,8 +121,8 @@ unsafe extern "C-unwind" fn transaction_event(
     use pg_sys::XactEvent::*;
     // SAFETY: PostgreSQL calls this callback in the backend whose transaction
     // has the event; HEADER, PUBLISHED and PREPARING_XID are process-local
-    // (see above), and HEADER is null or the header in shared memory. This
-    // function has no pgrx guard: it relies on everything it calls outside
+    // (see their declarations in [`super`]), and HEADER is null or the header
+    // in shared memory. This function has no pgrx guard: it relies on everything it calls outside
     // transaction_event_guarded (own_slot_cached, the slot's atomics,
     // flush_ids) neither raising an ERROR nor panicking, since a panic would
     // unwind into PostgreSQL's C frames.
