@@ -62,8 +62,11 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.fleets (
     sequence_bits int NOT NULL CHECK (sequence_bits BETWEEN 0 AND 28),
     -- The longest grant ahead of the registry's clock (ms): bounds how far
     -- a holder with a wrong clock can push a node id's floor, and how far
-    -- the fence after a restore lies ahead. At most an hour is used.
-    max_grant_ms bigint NOT NULL DEFAULT 3600000 CHECK (max_grant_ms > 0),
+    -- the fence after a restore or failover lies ahead (how long a server
+    -- whose claim the fence ended waits to issue again, less its
+    -- max_clock_drift). At most an hour is used. New fleets: a minute (two
+    -- grants of the servers' default 30 s).
+    max_grant_ms bigint NOT NULL DEFAULT 60000 CHECK (max_grant_ms > 0),
     created_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 -- The fence after a restore (ms since the epoch): every floor is at least
@@ -71,9 +74,37 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.fleets (
 ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fence_ms bigint NOT NULL DEFAULT -1;
 ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fenced_at timestamptz;
 ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS fenced_why text;
+-- Fleets made from now on get a minute (those made before keep theirs:
+-- lower it with an UPDATE, which keep_reach() makes safe).
+ALTER TABLE snowflake_registry.fleets ALTER COLUMN max_grant_ms SET DEFAULT 60000;
+-- How far a grant given under an earlier, longer max_grant_ms may reach
+-- (ms since 1970, on the registry's clock; -1: nowhere): a fence never
+-- lies below it.
+ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS reach_until_unix_ms bigint NOT NULL DEFAULT -1;
 -- (Recorded by the first claim of a fleet made by create_fleet().)
 ALTER TABLE snowflake_registry.fleets ALTER COLUMN epoch_unix_ms DROP NOT NULL,
     ALTER COLUMN node_bits DROP NOT NULL, ALTER COLUMN sequence_bits DROP NOT NULL;
+
+-- Lowering a fleet's max_grant_ms does not shorten the grants already
+-- given under the longer one: until they have all ended, a fence must
+-- still reach them. Every grant ended before the registry's clock plus the
+-- old bound, so that is kept as the fleet's reach (a fleet never claimed
+-- has given none).
+CREATE OR REPLACE FUNCTION snowflake_registry.keep_reach()
+RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.max_grant_ms < OLD.max_grant_ms AND OLD.epoch_unix_ms IS NOT NULL THEN
+        NEW.reach_until_unix_ms := greatest(OLD.reach_until_unix_ms,
+            floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + least(OLD.max_grant_ms, 3600000));
+    END IF;
+    RETURN NEW;
+END
+$$;
+DROP TRIGGER IF EXISTS keep_reach ON snowflake_registry.fleets;
+CREATE TRIGGER keep_reach BEFORE UPDATE OF max_grant_ms ON snowflake_registry.fleets
+    FOR EACH ROW EXECUTE FUNCTION snowflake_registry.keep_reach();
 
 -- The registry's own identity while its records are whole: a change (a
 -- restore from a backup or a snapshot with recovery, a failover, a
@@ -249,7 +280,9 @@ BEGIN
         -- first claim starts at the registry's last fence (claim()).
         CONTINUE WHEN f.epoch_unix_ms IS NULL;
         new_fence := greatest(f.fence_ms, snowflake_registry.now_ms(f.epoch_unix_ms)
-                              + coalesce(p_longest_grant_ms, least(f.max_grant_ms, 3600000)));
+                              + coalesce(p_longest_grant_ms, least(f.max_grant_ms, 3600000)),
+                              CASE WHEN f.reach_until_unix_ms < 0 THEN -1
+                                   ELSE f.reach_until_unix_ms - f.epoch_unix_ms END);
         UPDATE snowflake_registry.fleets g SET fence_ms = new_fence, fenced_at = clock_timestamp(), fenced_why = p_why
         WHERE g.fleet = f.fleet;
         -- node_ids, then grants: the order renew and release lock them in.
@@ -570,14 +603,17 @@ BEGIN
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
     IF NOT FOUND OR cur.claim_id <> p_claim_id OR cur.token <> p_token OR cur.released_at IS NOT NULL THEN
         RAISE EXCEPTION 'the claim on node id % of fleet "%" is lost: %', p_node_id, p_fleet,
+            -- (A claim the fence ended is reported as such whatever else the
+            -- restored row holds: its holder claims the node id again above
+            -- the fence, which covers every grant the registry lost.)
             CASE WHEN NOT FOUND THEN 'the registry does not know it'
-                 WHEN cur.claim_id <> p_claim_id THEN 'it was taken over by ' || snowflake_registry.holder_text(cur)
-                 WHEN cur.token <> p_token THEN 'the registry knows another claim with this number (it was restored from a backup)'
                  WHEN f.fenced_at IS NOT NULL AND cur.released_at >= f.fenced_at AND cur.claimed_at < f.fenced_at
                      THEN format('the registry ended every claim at %s: %s', f.fenced_at, f.fenced_why)
+                 WHEN cur.claim_id <> p_claim_id THEN 'it was taken over by ' || snowflake_registry.holder_text(cur)
+                 WHEN cur.token <> p_token THEN 'the registry knows another claim with this number (it was restored from a backup)'
                  ELSE 'it was released' END
             USING ERRCODE = '55000',
-                  HINT = 'This server issues IDs until its grant ends, then refuses; restart it to claim a node id again.';
+                  HINT = 'This server issues IDs until its grant ends. After a fence (the registry ended every claim) its registry worker claims the node id again by itself; otherwise restart it to claim a node id.';
     END IF;
     -- Even past its end on the registry's clock the grant may be renewed:
     -- no one took the id, and the next floor counts the new grant.

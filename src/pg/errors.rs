@@ -396,12 +396,12 @@ impl Error {
                     Code::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
                 },
                 if lost {
-                    format!("the node id's grant ended at {until} and the registry ({registry}) gave the node id to another server: {message}")
+                    format!("the node id's grant ended at {until} and the registry ({registry}) ended this server's claim: {message}")
                 } else {
                     format!("the node id's grant ended at {until} and the registry ({registry}) has not renewed it: {message}")
                 },
                 if lost {
-                    "Restart this server to claim a node id again; it issued no ID its node id's new holder can issue."
+                    "After a fence of the registry (the message says it ended every claim), the registry worker claims the node id again by itself and issuing resumes once the clock is near the fence. After a takeover by another server, restart this server to claim a node id (with snowflake_id.node_id unset it takes a free one); it issued no ID the new holder can issue."
                 } else {
                     "Make the registry reachable again: issuing resumes by itself once the registry worker renews the grant. snowflake_id.registry_grant sets how long a server issues without the registry."
                 },

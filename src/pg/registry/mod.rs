@@ -111,6 +111,10 @@ pub struct ClaimState {
     /// Whether `message` says why the last call failed (the grant may
     /// still hold).
     failing: AtomicBool,
+    /// Whether a lost claim is claimed again by itself: when the registry
+    /// ended it (a fence, lost history), not when another server took the
+    /// node id over (the two would take it from each other in turn).
+    pub(super) reclaim: AtomicBool,
     lock: Lock,
     /// The last failure (or what the claim waits for), NUL-padded;
     /// guarded by `lock`.
@@ -165,6 +169,7 @@ pub unsafe fn attach(lock: Lock) {
                 worker_exits: AtomicU32::new(0),
                 phase: AtomicU32::new(Phase::Starting as u32),
                 failing: AtomicBool::new(false),
+                reclaim: AtomicBool::new(false),
                 lock,
                 message: UnsafeCell::new([0; MESSAGE_LEN]),
                 public_message: UnsafeCell::new([0; PUBLIC_MESSAGE_LEN]),
@@ -295,8 +300,9 @@ pub fn claim_status() -> Option<ClaimStatus> {
 
 /// Registry mode: why this server cannot issue now, as `snowflake_stats()`
 /// shows it: no node id claimed (with the error `snowflake_next()`
-/// raises), or the node id given to another server (issuing ends with the
-/// grant, and starts again only after a restart).
+/// raises), or the claim ended by the registry (issuing ends with the
+/// grant, and starts again once the node id is claimed anew: by the
+/// registry worker after a fence, at a restart after a takeover).
 pub fn hold(config: &Config) -> Option<(Held, String)> {
     let state = state()?;
     let phase = state.phase();
@@ -306,7 +312,7 @@ pub fn hold(config: &Config) -> Option<(Held, String)> {
         return Some((
             Held::RegistryLost,
             format!(
-                "the registry ({}) gave the node id to another server: IDs are issued up to the grant's end at {until}, then refused until this server is restarted{}",
+                "the registry ({}) ended this server's claim: IDs are issued up to the grant's end at {until}, then refused until the node id is claimed again (by itself after a fence of the registry; after a takeover, at a restart){}",
                 shown_registry(),
                 if why.is_empty() { String::new() } else { format!(" ({why})") }
             ),

@@ -169,14 +169,29 @@ impl ClaimWorker {
             return;
         }
         match state.phase() {
-            Phase::Starting | Phase::Failed => self.claim(config, shared, state),
+            Phase::Starting | Phase::Failed => self.claim(config, shared, state, None),
+            // The registry's fence ended the claim (after its failover or
+            // restore): the same node id is claimed
+            // again, with a new token, above every ID any holder of it may
+            // have issued (the floor). Never another node id: a backend
+            // between its node-id check and its ID may still pair the node
+            // id it read with the generator's next time. A claim another
+            // server took over is not: the two would take it in turn.
+            Phase::Lost => {
+                if let (Some(node), true) = (
+                    self.grant.map(|g| g.node_id),
+                    state.reclaim.load(Ordering::Acquire),
+                ) {
+                    self.claim(config, shared, state, Some(node));
+                }
+            }
             Phase::Waiting | Phase::Held => {
                 let time = holder_time_ms(config, shared);
                 if renewal_due(state.until_ms(), time, settings::registry_grant_ms()) {
                     self.renew(config, shared, state);
                 }
             }
-            Phase::Lost | Phase::Released => {}
+            Phase::Released => {}
         }
     }
 
@@ -203,18 +218,24 @@ impl ClaimWorker {
         result
     }
 
-    fn claim(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
+    /// Claims a node id: the configured one, or any (the one this data
+    /// directory held last first); `again`: the node id of a claim that
+    /// ended, claimed anew.
+    fn claim(&mut self, config: &Config, shared: &Shared, state: &ClaimState, again: Option<u64>) {
         let fleet = settings::registry_fleet();
         let preferred = preferred_node(&fleet);
         let layout = &config.layout;
-        let asked = asked_of(config, shared);
+        let mut asked = asked_of(config, shared);
+        if again.is_some() {
+            asked.node_id = again;
+        }
         let s = |v: String| Some(v);
         let params = [
             s(fleet.clone()),
             s(config.epoch_unix_ms.to_string()),
             s(layout.node_bits().to_string()),
             s(layout.sequence_bits().to_string()),
-            config.node_id.map(|n| n.to_string()),
+            asked.node_id.map(|n| n.to_string()),
             preferred.map(|n| n.to_string()),
             s(self.token()),
             // SAFETY: GetSystemIdentifier takes no argument and reads pg_control's
@@ -231,6 +252,8 @@ impl ClaimWorker {
         ];
         let rows = match self.call(CLAIM_SQL, &params, OnShutdown::Abort) {
             Ok(rows) => rows,
+            // (A claim made again stays lost until it succeeds: issuing
+            // ends with the old grant.)
             Err(e) => return self.failed(state, e, false),
         };
         let grant = match parse_grant(&rows, &asked) {
@@ -239,7 +262,18 @@ impl ClaimWorker {
         };
         // The floor first, then the fence, then the node id (published
         // when the clock is near enough): a backend that sees the node id
-        // sees the generator above the floor.
+        // sees the generator above the floor. A node id claimed again is
+        // still published (the same one): taken back while the floor is
+        // far, so that no ID runs that far ahead of the clock meanwhile.
+        if again.is_some()
+            && wait_for_floor_ms(
+                grant.floor_ms,
+                clock::now_ms(config),
+                settings::max_clock_drift_ms(),
+            ) > 0
+        {
+            state.node_id.store(NONE, Ordering::Release);
+        }
         if grant.floor_ms >= 0 {
             let first = first_ms_above(grant.floor_ms).min(layout.max_time_ms());
             shared
@@ -264,6 +298,13 @@ impl ClaimWorker {
             &format!("{fleet} {}", grant.node_id),
         ) {
             warning!("snowflake_id: could not write \"{NODE_FILE_NAME}\": {e} (the next start may take another node id)");
+        }
+        if again.is_some() {
+            log!(
+                "snowflake_id: node id {} claimed again after its claim ended (claim {})",
+                grant.node_id,
+                grant.claim_id
+            );
         }
         log!(
             "snowflake_id: claimed node id {} of fleet \"{fleet}\" from the registry {} (IDs after {} up to {}, renewed ahead)",
@@ -349,6 +390,18 @@ impl ClaimWorker {
             }
             Err(e) => {
                 let lost = matches!(&e, CallError::Refused { sqlstate, .. } if sqlstate == "55000");
+                if lost {
+                    // The ended claim's token is dead. The claim made again
+                    // gets a new one, kept across its retries: a retry whose
+                    // first answer was lost then gets that answer.
+                    self.token_bytes = random_token();
+                    // Claimed again only after a fence, whose floor covers
+                    // every grant the registry lost; not after a takeover
+                    // (the two would take it in turn), nor after history
+                    // lost without a fence (stopping is the safe side).
+                    let fenced = matches!(&e, CallError::Refused { message, .. } if message.contains("ended every claim"));
+                    state.reclaim.store(fenced, Ordering::Release);
+                }
                 self.failed(state, e, lost);
             }
         }
