@@ -1,8 +1,10 @@
-//! What the registry worker asks of the registry, and which answers it
-//! accepts: the bounds of a claim or renewal ([`Asked`], from the
-//! configuration and the generator's time), and the claim's answer parsed
-//! and checked by the pure rules of [`crate::core::registry`]. An answer no
-//! registry function can give is refused (SQLSTATE 08P01), never used.
+//! What the registry worker asks of the registry, which answers it
+//! accepts, and how a failed call reads: the bounds of a claim or renewal
+//! ([`Asked`], from the configuration and the generator's time), the
+//! claim's answer parsed and checked by the pure rules of
+//! [`crate::core::registry`] (an answer no registry function can give is
+//! refused, SQLSTATE 08P01, never used), and a failure's text, whole and
+//! as every user may see it.
 
 use super::libpq::CallError;
 use crate::core::config::Config;
@@ -61,4 +63,32 @@ pub fn unrightful(what: String, why: Option<AnswerError>) -> CallError {
 /// ID if that is later.
 pub fn holder_time_ms(config: &Config, shared: &Shared) -> u64 {
     (clock::now_ms(config).max(0) as u64).max(shared.generator.last_time_ms(&config.layout))
+}
+
+/// A failed call as the claim's message keeps it ("SQLSTATE text": the
+/// registry's words with its detail and hint, or libpq's), and what of it
+/// every user may see: that the call failed, and its SQLSTATE; not where
+/// the registry is, nor the hosts and data directories its words may name.
+pub fn failure_texts(e: &CallError) -> (String, String) {
+    match e {
+        CallError::Unreachable(m) => (
+            format!("08001 could not reach the registry: {m}"),
+            "08001 could not reach the registry".to_string(),
+        ),
+        CallError::Refused {
+            sqlstate,
+            message,
+            detail,
+            hint,
+        } => {
+            let mut text = format!("{sqlstate} {message}");
+            if let Some(d) = detail {
+                text.push_str(&format!(" ({d})"));
+            }
+            if let Some(h) = hint {
+                text.push_str(&format!(" {h}"));
+            }
+            (text, format!("{sqlstate} the registry refused the call"))
+        }
+    }
 }

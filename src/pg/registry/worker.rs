@@ -29,7 +29,7 @@
 //! can extend past it), then released at that bound: the next holder of the
 //! node id need not wait.
 
-use super::answer::{asked_of, holder_time_ms, parse_grant, unrightful};
+use super::answer::{asked_of, failure_texts, holder_time_ms, parse_grant, unrightful};
 use super::identity::{
     host_name, preferred_node, random_token, random_unit, token_hex, NODE_FILE_NAME,
 };
@@ -416,33 +416,7 @@ impl ClaimWorker {
     }
 
     fn failed(&mut self, state: &ClaimState, e: CallError, lost: bool) {
-        let text = match &e {
-            CallError::Unreachable(m) => format!("08001 could not reach the registry: {m}"),
-            CallError::Refused {
-                sqlstate,
-                message,
-                detail,
-                hint,
-            } => {
-                let mut t = format!("{sqlstate} {message}");
-                if let Some(d) = detail {
-                    t.push_str(&format!(" ({d})"));
-                }
-                if let Some(h) = hint {
-                    t.push_str(&format!(" {h}"));
-                }
-                t
-            }
-        };
-        // What every user may see: that the call failed, and its SQLSTATE;
-        // not where the registry is, nor the hosts and data directories its
-        // words may name.
-        let public = match &e {
-            CallError::Unreachable(_) => "08001 could not reach the registry".to_string(),
-            CallError::Refused { sqlstate, .. } => {
-                format!("{sqlstate} the registry refused the call")
-            }
-        };
+        let (text, public) = failure_texts(&e);
         state.set_failure(&text, &public);
         state.failing.store(true, Ordering::Release);
         if lost {
