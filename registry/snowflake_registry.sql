@@ -603,11 +603,16 @@ BEGIN
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
     IF NOT FOUND OR cur.claim_id <> p_claim_id OR cur.token <> p_token OR cur.released_at IS NOT NULL THEN
         RAISE EXCEPTION 'the claim on node id % of fleet "%" is lost: %', p_node_id, p_fleet,
-            -- (A claim the fence ended is reported as such whatever else the
-            -- restored row holds: its holder claims the node id again above
-            -- the fence, which covers every grant the registry lost.)
+            -- (The caller's own claim, ended by a fence, is reported as such
+            -- whatever the row holds now, also after a second fence: its
+            -- holder claims the node id again above the fence, which covers
+            -- every grant the registry lost. A claim taken over before the
+            -- fence stays a takeover.)
             CASE WHEN NOT FOUND THEN 'the registry does not know it'
-                 WHEN f.fenced_at IS NOT NULL AND cur.released_at >= f.fenced_at AND cur.claimed_at < f.fenced_at
+                 WHEN f.fenced_at IS NOT NULL AND EXISTS (
+                          SELECT FROM snowflake_registry.grants g
+                          WHERE g.claim_id = p_claim_id AND g.fleet = p_fleet AND g.node_id = p_node_id
+                            AND g.ended = 'fenced')
                      THEN format('the registry ended every claim at %s: %s', f.fenced_at, f.fenced_why)
                  WHEN cur.claim_id <> p_claim_id THEN 'it was taken over by ' || snowflake_registry.holder_text(cur)
                  WHEN cur.token <> p_token THEN 'the registry knows another claim with this number (it was restored from a backup)'

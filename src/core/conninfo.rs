@@ -16,8 +16,24 @@
 //! - a URI `postgresql://[user[:password]@]hosts[/dbname][?key=value&...]`
 //!   (also `postgres://`), whose parameter names are percent-decoded.
 
-/// The parameters that carry a secret.
-const SECRET_KEYS: [&str; 2] = ["password", "sslpassword"];
+/// The parameters that carry a secret (libpq 18's included: the OAuth
+/// client secret and the SCRAM keys act as passwords).
+const SECRET_KEYS: [&str; 5] = [
+    "password",
+    "sslpassword",
+    "oauth_client_secret",
+    "scram_client_key",
+    "scram_server_key",
+];
+
+/// The secret a parameter name stands for, if any. Compared without case:
+/// libpq refuses `PASSWORD=` as an unknown option, but the value would
+/// still sit in the setting, readable and logged.
+fn secret_key(key: &str) -> Option<&'static str> {
+    SECRET_KEYS
+        .into_iter()
+        .find(|secret| secret.eq_ignore_ascii_case(key))
+}
 
 /// One parameter of a connection string: its name, and the byte range of
 /// its value in the string (as written: quotes and escapes included).
@@ -126,16 +142,21 @@ fn percent_decoded(text: &str) -> String {
 fn uri_params(s: &str, scheme: &str) -> (Option<std::ops::Range<usize>>, Vec<Param>) {
     let rest_start = scheme.len();
     let rest = &s[rest_start..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let password = authority.rfind('@').and_then(|at| {
-        let user = &authority[..at];
-        user.find(':')
+    // As libpq reads it: the user part runs to the first '@' met before
+    // any '/' (a '?' inside it belongs to the password), and the
+    // parameters start at the first '?' after it.
+    let user_end = rest
+        .find(['@', '/'])
+        .filter(|&i| rest.as_bytes()[i] == b'@');
+    let password = user_end.and_then(|at| {
+        rest[..at]
+            .find(':')
             .map(|colon| rest_start + colon + 1..rest_start + at)
     });
+    let after_user = user_end.map_or(0, |at| at + 1);
     let mut params = Vec::new();
-    if let Some(q) = rest.find('?') {
-        let mut offset = rest_start + q + 1;
+    if let Some(q) = rest[after_user..].find('?') {
+        let mut offset = rest_start + after_user + q + 1;
         for pair in s[offset..].split('&') {
             let (key, value_offset) = match pair.find('=') {
                 Some(eq) => (&pair[..eq], eq + 1),
@@ -157,7 +178,7 @@ fn uri_params(s: &str, scheme: &str) -> (Option<std::ops::Range<usize>>, Vec<Par
 /// appears in it at all (the safe side: it is refused either way).
 pub fn secret_in(conninfo: &str) -> Option<&'static str> {
     let s = conninfo.trim();
-    let secret = |key: &str| SECRET_KEYS.into_iter().find(|k| *k == key);
+    let secret = secret_key;
     if let Some(scheme) = uri_scheme(s) {
         let (password, params) = uri_params(s, scheme);
         if password.is_some() {
@@ -177,7 +198,7 @@ pub fn secret_in(conninfo: &str) -> Option<&'static str> {
 pub fn display(conninfo: &str) -> String {
     let s = conninfo.trim();
     let mut hidden: Vec<std::ops::Range<usize>> = Vec::new();
-    let is_secret = |p: &Param| SECRET_KEYS.contains(&p.key.as_str());
+    let is_secret = |p: &Param| secret_key(&p.key).is_some();
     if let Some(scheme) = uri_scheme(s) {
         let (password, params) = uri_params(s, scheme);
         hidden.extend(password);
@@ -222,6 +243,12 @@ mod tests {
             ),
             ("postgresql://h/db?sslpassword=x", Some("sslpassword")),
             ("postgresql://h/db?pass%77ord=x", Some("password")),
+            // libpq: the user part ends at the first '@' before any '/'.
+            ("postgresql://reg:pa?ss@registry/db", Some("password")),
+            ("postgresql://u?@h/db?password=x", Some("password")),
+            ("host=r PASSWORD=x", Some("password")),
+            ("host=r oauth_client_secret=x", Some("oauth_client_secret")),
+            ("host=r scram_client_key=x", Some("scram_client_key")),
             ("host=r password='unterminated", Some("password")),
             ("host=r port=5432 user=u dbname=reg", None),
             ("host=r passfile=/etc/pg/pass service=reg", None),
@@ -255,6 +282,10 @@ mod tests {
                 "postgresql://h/db?sslpassword=***&sslmode=verify-full",
             ),
             ("service=reg", "service=reg"),
+            (
+                "postgresql://reg:pa?ss@registry/db",
+                "postgresql://reg:***@registry/db",
+            ),
             (
                 "host=r password='unterminated",
                 "(a connection string libpq cannot read)",

@@ -92,3 +92,61 @@ pub fn failure_texts(e: &CallError) -> (String, String) {
         }
     }
 }
+
+/// Whether a renewal's refusal says the registry's fence ended this
+/// server's own claim (the registry's words after the claim's name: a
+/// host or data directory named later in a takeover's message cannot pass
+/// for it).
+pub fn fence_ended(e: &CallError) -> bool {
+    matches!(e, CallError::Refused { message, .. }
+    if message.split_once("\" is lost: ").is_some_and(|(_, why)| {
+        why.starts_with("the registry ended every claim at ")
+    }))
+}
+
+/// Why a node id claimed again after a fence cannot be used, if it
+/// cannot: its floor lies below the end of the grant this server held
+/// (`held_until_ms`), within which every ID it issued lies, so the fence
+/// did not cover that grant (a stale or short fence). The server then
+/// stays stopped, as it would without claiming again, for the operator.
+pub fn uncovered_reclaim(config: &Config, grant: &Grant, held_until_ms: u64) -> Option<String> {
+    (grant.floor_ms < held_until_ms as i64).then(|| {
+        format!(
+            "snowflake_id: node id {} claimed again with IDs after {}, below the end of the grant this server held ({}): the registry's fence does not cover it, so the claim is not used; fence the registry (SELECT * FROM snowflake_registry.fence_after_restore()) and restart this server",
+            grant.node_id,
+            clock::timestamp_of(config, grant.floor_ms.max(0) as u64),
+            clock::timestamp_of(config, held_until_ms)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(message: &str) -> CallError {
+        CallError::Refused {
+            sqlstate: "55000".into(),
+            message: message.into(),
+            detail: None,
+            hint: None,
+        }
+    }
+
+    #[test]
+    fn only_the_fence_of_the_own_claim_reads_as_fenced() {
+        assert!(fence_ended(&refused(
+            "the claim on node id 3 of fleet \"default\" is lost: the registry ended every claim at 2026-11-26 19:00:00+00: a new timeline"
+        )));
+        // A takeover, its holder's data directory spelling the words.
+        assert!(!fence_ended(&refused(
+            "the claim on node id 3 of fleet \"default\" is lost: it was taken over by h:5432 /srv/the registry ended every claim at x"
+        )));
+        assert!(!fence_ended(&refused(
+            "the claim on node id 3 of fleet \"default\" is lost: the registry does not know it"
+        )));
+        assert!(!fence_ended(&CallError::Unreachable(
+            "is lost: the registry ended every claim at ".into()
+        )));
+    }
+}

@@ -29,7 +29,10 @@
 //! can extend past it), then released at that bound: the next holder of the
 //! node id need not wait.
 
-use super::answer::{asked_of, failure_texts, holder_time_ms, parse_grant, unrightful};
+use super::answer::{
+    asked_of, failure_texts, fence_ended, holder_time_ms, parse_grant, uncovered_reclaim,
+    unrightful,
+};
 use super::identity::{
     host_name, preferred_node, random_token, random_unit, token_hex, NODE_FILE_NAME,
 };
@@ -260,6 +263,13 @@ impl ClaimWorker {
             Ok(grant) => grant,
             Err(e) => return self.failed(state, e, false),
         };
+        // A node id claimed again must start above the grant this server
+        // held (see uncovered_reclaim).
+        if let Some(why) = again.and(uncovered_reclaim(config, &grant, state.until_ms())) {
+            state.reclaim.store(false, Ordering::Release);
+            warning!("{why}");
+            return;
+        }
         // The floor first, then the fence, then the node id (published
         // when the clock is near enough): a backend that sees the node id
         // sees the generator above the floor. A node id claimed again is
@@ -399,8 +409,7 @@ impl ClaimWorker {
                     // every grant the registry lost; not after a takeover
                     // (the two would take it in turn), nor after history
                     // lost without a fence (stopping is the safe side).
-                    let fenced = matches!(&e, CallError::Refused { message, .. } if message.contains("ended every claim"));
-                    state.reclaim.store(fenced, Ordering::Release);
+                    state.reclaim.store(fence_ended(&e), Ordering::Release);
                 }
                 self.failed(state, e, lost);
             }
