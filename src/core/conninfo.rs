@@ -178,16 +178,15 @@ fn uri_params(s: &str, scheme: &str) -> (Option<std::ops::Range<usize>>, Vec<Par
 /// appears in it at all (the safe side: it is refused either way).
 pub fn secret_in(conninfo: &str) -> Option<&'static str> {
     let s = conninfo.trim();
-    let secret = secret_key;
     if let Some(scheme) = uri_scheme(s) {
         let (password, params) = uri_params(s, scheme);
         if password.is_some() {
             return Some("password");
         }
-        return params.iter().find_map(|p| secret(&p.key));
+        return params.iter().find_map(|p| secret_key(&p.key));
     }
     match key_value_params(s) {
-        Some(params) => params.iter().find_map(|p| secret(&p.key)),
+        Some(params) => params.iter().find_map(|p| secret_key(&p.key)),
         None => s.contains("password").then_some("password"),
     }
 }

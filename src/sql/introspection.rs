@@ -11,19 +11,11 @@ use crate::pg::state::Shared;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Which catalog's `snowflake_stats()` is served: the library serves every
-/// version a database may still have until `ALTER EXTENSION UPDATE`, from
-/// one reading of the state ([`Stats`]), as `pg_stat_statements` serves
-/// each of its API versions from one function.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Version {
-    /// 0.1.0 and 0.2.0: the configuration and the counters.
-    V0_2,
-    /// 0.3.0: also the lease's health, what holds issuing, the claim.
-    V0_3,
-}
-
-/// Every column of `snowflake_stats()`, each read once and in one place.
+/// The columns of every `snowflake_stats()` version, each read once and
+/// in one place: a 0.2.0 catalog (which the library serves until `ALTER
+/// EXTENSION UPDATE`) gets these rows alone, a 0.3.0 catalog these and
+/// [`Added`], as `pg_stat_statements` serves each of its API versions from
+/// one function.
 struct Stats {
     node_id: Option<i32>,
     epoch: TimestampWithTimeZone,
@@ -43,8 +35,6 @@ struct Stats {
     drift_errors: i64,
     lease_until: Option<TimestampWithTimeZone>,
     lease_writes: i64,
-    /// The columns 0.3.0 added; not read for an older catalog.
-    added: Option<Added>,
 }
 
 /// The columns 0.3.0 added: the lease's health, what holds issuing, and
@@ -113,8 +103,7 @@ type RowV0_3 = (
 );
 
 impl Stats {
-    fn read(version: Version) -> Stats {
-        let (config, shared) = ready();
+    fn read(config: &Config, shared: &Shared) -> Stats {
         let layout = &config.layout;
         let g = &shared.generator;
         let c = &g.counters;
@@ -147,7 +136,6 @@ impl Stats {
             drift_errors: load(&c.drift_errors),
             lease_until: (lease > 0).then(|| timestamp_of(config, lease)),
             lease_writes: load(&c.lease_writes),
-            added: (version == Version::V0_3).then(|| Added::read(config, shared)),
         }
     }
 
@@ -174,11 +162,7 @@ impl Stats {
         )
     }
 
-    fn row_v0_3(mut self) -> RowV0_3 {
-        let added = self.added.take().unwrap_or_else(|| {
-            let (config, shared) = ready();
-            Added::read(config, shared)
-        });
+    fn row_v0_3(self, added: Added) -> RowV0_3 {
         let (a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r) = self.row_v0_2();
         (
             a,
@@ -282,7 +266,8 @@ fn snowflake_stats_0_3() -> TableIterator<
         name!(registry_message, Option<String>),
     ),
 > {
-    TableIterator::once(Stats::read(Version::V0_3).row_v0_3())
+    let (config, shared) = ready();
+    TableIterator::once(Stats::read(config, shared).row_v0_3(Added::read(config, shared)))
 }
 
 /// `snowflake_stats()` of a 0.2.0 catalog, which the library must serve
@@ -312,7 +297,8 @@ fn snowflake_stats() -> TableIterator<
         name!(lease_writes, i64),
     ),
 > {
-    TableIterator::once(Stats::read(Version::V0_2).row_v0_2())
+    let (config, shared) = ready();
+    TableIterator::once(Stats::read(config, shared).row_v0_2())
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -265,7 +265,7 @@ impl ClaimWorker {
         };
         // A node id claimed again must start above the grant this server
         // held (see uncovered_reclaim).
-        if let Some(why) = again.and(uncovered_reclaim(config, &grant, state.until_ms())) {
+        if let Some(why) = again.and_then(|_| uncovered_reclaim(config, &grant, state.until_ms())) {
             state.reclaim.store(false, Ordering::Release);
             warning!("{why}");
             return;
