@@ -11,47 +11,16 @@
 //!   cargo bench --bench core              (bench/run.sh runs it too)
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use snowflake_id::core::generator::{
-    issue, lease_target, DriftPolicy, Environment, GenerateError, SharedState,
-};
+use snowflake_id::core::generator::{issue, DriftPolicy, Environment, SharedState};
 use snowflake_id::core::layout::IdLayout;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-/// The wall clock in ms since a recent epoch; the lease lives in memory.
-struct Clock {
-    epoch_unix_ms: i64,
-}
-
-impl Environment for Clock {
-    fn now_ms(&mut self) -> i64 {
-        let us = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as i64)
-            .unwrap_or(0);
-        us.div_euclid(1000) - self.epoch_unix_ms
-    }
-    fn sleep_ms(&mut self, ms: u64) -> u64 {
-        std::thread::sleep(Duration::from_millis(ms));
-        ms * 1000
-    }
-    fn extend_lease(&mut self, state: &SharedState, until_ms: u64) -> Result<(), GenerateError> {
-        // A lease far ahead: the bench measures issuing, not the disk.
-        let target = lease_target(state, &IdLayout::default(), until_ms) + 3_600_000;
-        state.lease_until_ms.fetch_max(target, Ordering::AcqRel);
-        Ok(())
-    }
-    fn clock_stepped_back(&mut self, _step_ms: u64) {}
-}
-
-fn clock() -> Clock {
-    Clock {
-        // 2025-01-01 00:00:00 UTC
-        epoch_unix_ms: 1_735_689_600_000,
-    }
-}
+#[path = "clock.rs"]
+mod clock;
+use clock::{clock, Clock};
 
 /// No throttling: the generator may run a year ahead of the clock.
 const POLICY: DriftPolicy = DriftPolicy {
@@ -117,7 +86,7 @@ fn bench(c: &mut Criterion) {
         });
     }
     // The clock read alone, for reference: the part of a call that is not
-    // the compare-and-swap.
+    // the taking of the ID.
     g.throughput(Throughput::Elements(1));
     g.bench_function("clock_read", |b| {
         let mut env = clock();
