@@ -10,6 +10,13 @@
 //!
 //!   cargo bench --bench threads                   1, 2, 4, 8, 16 threads, 1 s each
 //!   cargo bench --bench threads -- 1,16 500       those counts, 500 ms each
+//!   cargo bench --bench threads -- 1,16 500 200   and 200 steps of other work between calls
+//!
+//! The other work stands for what a backend does between two calls (the
+//! executor, a row of `generate_series`: a few hundred nanoseconds): a
+//! chain of dependent multiplications, about a nanosecond a step. Without
+//! it, a thread that owns the generator's cache line issues several IDs
+//! before another takes the line, which no backend does.
 //!
 //! bench/many_core.sh runs the compiled program on a machine with more
 //! cores (a two-core machine shows only what two cores can).
@@ -29,9 +36,10 @@ const POLICY: DriftPolicy = DriftPolicy {
     max_drift_ms: 365 * 86_400_000,
 };
 
-/// IDs issued in all by `threads` threads in `run`, and the mean time of
-/// one call in a thread.
-fn measure(threads: usize, run: Duration) -> (f64, f64) {
+/// IDs issued in all by `threads` threads in `run`, each doing `work`
+/// steps of other work between calls, and the mean time of one call and
+/// its work in a thread.
+fn measure(threads: usize, run: Duration, work: u64) -> (f64, f64) {
     let state = Arc::new(SharedState::default());
     state.resume_after_lease(&IdLayout::default(), None);
     let stop = Arc::new(AtomicBool::new(false));
@@ -45,6 +53,7 @@ fn measure(threads: usize, run: Duration) -> (f64, f64) {
                 let layout = IdLayout::default();
                 let mut env = clock();
                 let mut n = 0u64;
+                let mut other = 1u64;
                 start.wait();
                 while !stop.load(Ordering::Relaxed) {
                     // 64 calls between looks at the stop flag.
@@ -53,6 +62,9 @@ fn measure(threads: usize, run: Duration) -> (f64, f64) {
                             Ok(r) => black_box(r.first_pair),
                             Err(e) => panic!("{e}"),
                         };
+                        for _ in 0..work {
+                            other = black_box(other.wrapping_mul(6364136223846793005) | 1);
+                        }
                     }
                     n += 64;
                 }
@@ -86,10 +98,11 @@ fn main() {
         .map(|a| a.split(',').filter_map(|n| n.parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 2, 4, 8, 16]);
     let run = Duration::from_millis(args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000));
+    let work = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(0);
     println!("| threads | IDs/s in all | ns per call in a thread |");
     println!("|---|---|---|");
     for threads in counts {
-        let (rate, ns) = measure(threads, run);
+        let (rate, ns) = measure(threads, run, work);
         println!("| {threads} | {:.1}M | {ns:.0} |", rate / 1e6);
     }
 }

@@ -33,7 +33,11 @@
 //!    holding its range, until the clock is within the limit of its end.
 //!    So no issued ID is ever further ahead of the clock than the limit,
 //!    and a sustained burst is throttled to the layout's rate: callers take
-//!    at most one range each ahead of the limit, then wait;
+//!    at most one range each ahead of the limit, then wait. A batch waits
+//!    *before* it takes when the word already says it would have to
+//!    ([`wait_before_taking`]): a long range held asleep would put the word
+//!    beyond the limit and the slack, and the calls after it would take
+//!    that for a clock stepped back;
 //! 3. no ID may be issued beyond the durable lease; if the range needs more,
 //!    the environment extends the lease (disk write) before it is issued.
 //!
@@ -322,12 +326,19 @@ pub fn issue(
     if state.careful.load(Ordering::Relaxed) {
         return issue_checked(state, layout, policy, count, env);
     }
-    let now = observe_clock(state, env);
+    let mut now = observe_clock(state, env);
     if now > layout.max_time_ms() as i64 {
         // A clock past the time field (the layout's end, or a reading far
         // in the future): taking would jump the pair past the last one for
         // good; the checked path fails without moving it.
         return issue_checked(state, layout, policy, count, env);
+    }
+    if count > 1 {
+        // A batch waits for the clock *before* it takes, so that no call
+        // holds a long range beyond the drift limit while it sleeps: the
+        // calls after it would read that as a clock stepped back and fail.
+        // (A single call holds one pair: within MAX_WAIT_MS of slack.)
+        now = wait_before_taking(state, layout, policy, count, now, env)?;
     }
     let first = take(state, layout, count, now);
     let settled = settle(state, layout, policy, first, count, now, env);
@@ -337,6 +348,33 @@ pub fn issue(
         state.careful.store(true, Ordering::Relaxed);
     }
     settled
+}
+
+/// For a batch: sleeps, taking nothing, until a range of `count` after the
+/// pair as it is now would end within the drift limit; returns the clock.
+/// A range past the time field is left to [`settle`]'s error.
+#[inline(always)]
+fn wait_before_taking(
+    state: &SharedState,
+    layout: &IdLayout,
+    policy: DriftPolicy,
+    count: u64,
+    mut now_ms: i64,
+    env: &mut impl Environment,
+) -> Result<i64, GenerateError> {
+    loop {
+        let last = state.pair.load(Ordering::Acquire);
+        let end = next_pair(layout, last, now_ms).saturating_add(count - 1);
+        if end > layout.max_pair() {
+            return Ok(now_ms);
+        }
+        let before_time = layout.pair_time(last) as i64;
+        let end_time = layout.pair_time(end);
+        if !waited_for_drift(&state.counters, policy, end_time, before_time, now_ms, env)? {
+            return Ok(now_ms);
+        }
+        now_ms = observe_clock(state, env);
+    }
 }
 
 /// Takes `count` consecutive pairs that no other caller can ever take,
@@ -981,7 +1019,7 @@ mod tests {
     /// thread's pairs increase; a call that starts after another returned
     /// (in any thread) gets larger pairs (the order of issue); no issued
     /// pair is further ahead of the clock than the limit, nor past the lease.
-    fn race(threads: u64, calls: u64, policy: DriftPolicy) {
+    fn race(threads: u64, calls: u64, policy: DriftPolicy, big_batch: u64) {
         use std::sync::atomic::AtomicU64;
         use std::sync::{Arc, Barrier};
         let s = Arc::new(fresh());
@@ -1000,7 +1038,12 @@ mod tests {
                     let mut got = Vec::with_capacity(calls as usize * 2);
                     barrier.wait();
                     for i in 0..calls {
-                        let n = if (i + t) % 4 == 0 { 1 + (i + t) % 3 } else { 1 };
+                        let n = match (i + t) % 200 {
+                            // Now and then a batch as long as the drift limit.
+                            0 if t < 2 => big_batch,
+                            r if r % 4 == 0 => 1 + (i + t) % 3,
+                            _ => 1,
+                        };
                         let before = returned.load(Ordering::SeqCst);
                         let r = issue(&s, &l, policy, n, &mut env).unwrap();
                         let after_ms = env.now_ms();
@@ -1036,14 +1079,64 @@ mod tests {
 
     #[test]
     fn sixteen_threads_never_share_an_id_and_keep_the_order_of_issue() {
-        race(16, 20_000, POLICY);
+        race(16, 20_000, POLICY, 4096);
     }
 
     #[test]
     fn sixteen_threads_throttled_at_the_drift_limit_keep_every_promise() {
         // 2 ms of drift: the threads outrun the layout's rate at once and
         // settle by sleeping while they hold their ranges.
-        race(16, 4_000, DriftPolicy { max_drift_ms: 2 });
+        race(16, 4_000, DriftPolicy { max_drift_ms: 2 }, 4096);
+    }
+
+    #[test]
+    fn long_batches_at_the_drift_limit_do_not_fail_other_calls() {
+        // Batches of 251 ms of IDs under a 250 ms limit: the second must wait
+        // about 250 ms for the clock. A batch that held its range while it
+        // waited would put the pair 500 ms ahead, more than the limit and
+        // MAX_WAIT_MS together, and every call meanwhile would fail as if
+        // the clock had stepped back.
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let l = IdLayout::default();
+        let policy = DriftPolicy { max_drift_ms: 250 };
+        let s = Arc::new(fresh());
+        let done = Arc::new(AtomicBool::new(false));
+        let start = std::time::Instant::now();
+        let singles: Vec<_> = (0..4)
+            .map(|_| {
+                let (s, done) = (s.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut env = Real {
+                        start,
+                        offset: 1_000_000,
+                    };
+                    let mut calls = 0u64;
+                    while !done.load(Ordering::Relaxed) {
+                        issue(&s, &l, policy, 1, &mut env)?;
+                        calls += 1;
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                    Ok::<u64, GenerateError>(calls)
+                })
+            })
+            .collect();
+        let mut env = Real {
+            start,
+            offset: 1_000_000,
+        };
+        for _ in 0..3 {
+            issue(&s, &l, policy, 251 * 4096, &mut env).unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        for h in singles {
+            let calls = h.join().unwrap();
+            assert!(matches!(calls, Ok(n) if n > 0), "{calls:?}");
+        }
+        assert!(
+            s.counters.waits.load(Ordering::Relaxed) > 0,
+            "the batches waited"
+        );
     }
 
     #[test]
