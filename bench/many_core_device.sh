@@ -34,15 +34,18 @@ prepare() {
   base=$(mktemp -d /tmp/sf_before.XXXXXX)
   git -C "$ROOT" worktree add --detach "$base" "$before" >/dev/null
   # The same threads program on both sides: the 'before' commit may not have it.
-  cp "$ROOT/bench/threads.rs" "$base/bench/threads.rs"
+  cp "$ROOT/bench/threads.rs" "$ROOT/bench/clock.rs" "$base/bench/"
   grep -q 'bench/threads.rs' "$base/Cargo.toml" ||
     printf '\n[[bench]]\nname = "threads"\npath = "bench/threads.rs"\nharness = false\n' >> "$base/Cargo.toml"
   for side in before after; do
-    local tree=$ROOT pkg
+    local tree=$ROOT pkg libdir
     [ "$side" = before ] && tree=$base
     pkg=$(mktemp -d)
     (cd "$tree" && CARGO_TARGET_DIR="$ROOT/target" cargo pgrx package --pg-config "$pg_config" --out-dir "$pkg") >"$DEV/build-$side.log" 2>&1
-    (cd "$pkg"/*/ 2>/dev/null || cd "$pkg"; cd "$(dirname "$(find . -name lib -type d | head -1)")" && tar czf "$DEV/$side.tgz" lib share)
+    # The package mirrors the server's installation path: lib/ and share/
+    # sit wherever that path ends.
+    libdir=$(find "$pkg" -type d -name lib | head -1)
+    tar czf "$DEV/$side.tgz" -C "$(dirname "$libdir")" lib share
     rm -rf "$pkg"
     (cd "$tree" && CARGO_TARGET_DIR="$ROOT/target" cargo bench --bench threads --no-run --message-format=json 2>>"$DEV/build-$side.log") |
       python3 -c 'import sys,json
