@@ -341,6 +341,21 @@ pub fn issue(
         now = wait_before_taking(state, layout, policy, count, now, env)?;
     }
     let first = take(state, layout, count, now);
+    // The common case, every check passed at once: within the time field,
+    // the drift limit and the lease. Anything else settles out of line.
+    let end = first + (count - 1);
+    let end_time = layout.pair_time(end);
+    if end <= layout.max_pair()
+        && end_time as i64 - now <= policy.max_drift_ms as i64
+        && end_time <= state.lease_until_ms.load(Ordering::Acquire)
+    {
+        env.count_issued(&state.counters, count);
+        note_issued(&state.counters, layout.pair_time(first - 1), end_time, now);
+        return Ok(IssuedRange {
+            first_pair: first,
+            count,
+        });
+    }
     let settled = settle(state, layout, policy, first, count, now, env);
     if settled.is_err() {
         // Every further call would waste its pairs the same way: check
@@ -390,7 +405,8 @@ fn wait_before_taking(
 /// loop adds again as soon as any caller has made the jump.
 #[inline(always)]
 fn take(state: &SharedState, layout: &IdLayout, count: u64, now_ms: i64) -> u64 {
-    let floor = next_pair(layout, 0, now_ms);
+    // (The caller checked that the clock is within the time field.)
+    let floor = layout.pair(now_ms.max(0) as u64, 0);
     if count == 1 {
         let first = state.pair.fetch_add(1, Ordering::AcqRel) + 1;
         if first >= floor {
@@ -414,11 +430,13 @@ fn take(state: &SharedState, layout: &IdLayout, count: u64, now_ms: i64) -> u64 
 }
 
 /// The checks on a range that [`take`] gave, with the clock read at
-/// `now_ms` before the take: the time field, the drift limit (sleeping
-/// while holding the range, so the range is issued only once the clock is
-/// within the limit of its end), the lease (extended before the range is
-/// issued). On success the range is issued: counted and returned.
-#[inline(always)]
+/// `now_ms` before the take, when they did not all pass at once: the time
+/// field, the drift limit (sleeping while holding the range, so the range
+/// is issued only once the clock is within the limit of its end), the lease
+/// (extended before the range is issued). On success the range is issued:
+/// counted and returned.
+#[cold]
+#[inline(never)]
 fn settle(
     state: &SharedState,
     layout: &IdLayout,
