@@ -95,7 +95,7 @@ if [ ${#SERVERS[@]} -eq 0 ]; then
   BENCH_PG_CONFIG=${BENCH_PG_CONFIG:-$(. "$ROOT/scripts/postgres.sh" && pg_config_for 18)}
   . "$BENCH/lib.sh"
   bench_build "$OUT_DIR"
-  SERVERS=("snowflake_id=$(cd "$PG_BIN/../.." && pwd)")
+  SERVERS=("snowflake_id=$(cd "$PG_BIN/.." && pwd)")
 fi
 
 # Runs a command as the servers' user: `nobody` when we are root.
