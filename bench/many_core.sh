@@ -195,9 +195,28 @@ for s in "${SERVERS[@]}"; do
   names+=("${s%%=*}")
 done
 FIRST=${names[0]}
-if [ "$(sql "$FIRST" -c "SHOW server_version_num")" -ge 180000 ]; then
+VERSION_NUM=$(sql "$FIRST" -c "SHOW server_version_num")
+if [ "$VERSION_NUM" -ge 180000 ]; then
   OTHER_LABELS+=("uuidv7()"); OTHER_EXPRS+=("uuidv7()")
 fi
+# The primary-key tables of the insert runs (made in the first repetition).
+declare -a INS_LABELS=("snowflake_next()" "snowflake_next() in 16 hash partitions" "bigserial" "nextval() CACHE 100" "gen_random_uuid()")
+declare -a INS_DDL=(
+  "CREATE TABLE ins_0 (id bigint PRIMARY KEY DEFAULT snowflake_next(), v int)"
+  "CREATE TABLE ins_1 (id bigint PRIMARY KEY DEFAULT snowflake_next(), v int) PARTITION BY HASH (id); SELECT format('CREATE TABLE ins_1_%s PARTITION OF ins_1 FOR VALUES WITH (MODULUS 16, REMAINDER %s)', r, r) FROM generate_series(0, 15) r \\gexec"
+  "CREATE TABLE ins_2 (id bigserial PRIMARY KEY, v int)"
+  "CREATE TABLE ins_3 (id bigint PRIMARY KEY DEFAULT nextval('seq_cache'), v int)"
+  "CREATE TABLE ins_4 (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)")
+if [ "$VERSION_NUM" -ge 180000 ]; then
+  INS_LABELS+=("uuidv7()"); INS_DDL+=("CREATE TABLE ins_5 (id uuid PRIMARY KEY DEFAULT uuidv7(), v int)")
+fi
+
+# bulk NAME LABEL EXPR SESSIONS: one bulk measurement of repetition $rep.
+bulk() {
+  echo "SELECT count(x) FROM (SELECT $3 AS x FROM generate_series(1, $ROWS)) s;" > "$WORK/bulk.sql"
+  local tps; tps=$(pgbench_tps "$1" "$4" -t 1 -f "$WORK/bulk.sql")
+  record bulk "$1" "$2" "$4" "$rep" "$(python3 -c "print(round($tps * $ROWS))")"
+}
 [ "$ONLY_SF" = yes ] && OTHER_LABELS=() && OTHER_EXPRS=()
 echo "servers: ${names[*]} ($(sql "$FIRST" -c "SELECT version()" | cut -d, -f1)); $CORES cores; $MODE matrix; ${SECONDS_PER_RUN}s runs; $REPS reps; $ROWS rows per bulk session" | tee "$OUT_DIR/report.md"
 
@@ -224,11 +243,6 @@ for rep in $(seq 1 "$REPS"); do
 
   if part bulk; then
   echo "repetition $rep: bulk" >&2
-  bulk() { # bulk NAME LABEL EXPR SESSIONS
-    echo "SELECT count(x) FROM (SELECT $3 AS x FROM generate_series(1, $ROWS)) s;" > "$WORK/bulk.sql"
-    local tps; tps=$(pgbench_tps "$1" "$4" -t 1 -f "$WORK/bulk.sql")
-    record bulk "$1" "$2" "$4" "$rep" "$(python3 -c "print(round($tps * $ROWS))")"
-  }
   for n in $BULK_OTHER; do
     bulk "$FIRST" "SELECT 1 (floor)" 1 "$n"
     for i in "${!OTHER_LABELS[@]}"; do
@@ -249,16 +263,6 @@ for rep in $(seq 1 "$REPS"); do
   part insert || continue
 
   echo "repetition $rep: primary-key inserts" >&2
-  declare -a INS_LABELS=("snowflake_next()" "snowflake_next() in 16 hash partitions" "bigserial" "nextval() CACHE 100" "gen_random_uuid()")
-  declare -a INS_DDL=(
-    "CREATE TABLE ins_0 (id bigint PRIMARY KEY DEFAULT snowflake_next(), v int)"
-    "CREATE TABLE ins_1 (id bigint PRIMARY KEY DEFAULT snowflake_next(), v int) PARTITION BY HASH (id); SELECT format('CREATE TABLE ins_1_%s PARTITION OF ins_1 FOR VALUES WITH (MODULUS 16, REMAINDER %s)', r, r) FROM generate_series(0, 15) r \\gexec"
-    "CREATE TABLE ins_2 (id bigserial PRIMARY KEY, v int)"
-    "CREATE TABLE ins_3 (id bigint PRIMARY KEY DEFAULT nextval('seq_cache'), v int)"
-    "CREATE TABLE ins_4 (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)")
-  if [ "$(sql "$FIRST" -c "SHOW server_version_num")" -ge 180000 ]; then
-    INS_LABELS+=("uuidv7()"); INS_DDL+=("CREATE TABLE ins_5 (id uuid PRIMARY KEY DEFAULT uuidv7(), v int)")
-  fi
   if [ "$rep" = 1 ]; then
     for i in "${!INS_DDL[@]}"; do printf '%s\n' "${INS_DDL[$i]}" | sql "$FIRST" >/dev/null; done
   fi
