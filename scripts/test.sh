@@ -11,8 +11,9 @@
 #   1. set-up (scripts/setup.sh: Debian packages, the PostgreSQL servers,
 #      Rust 1.96, cargo-pgrx 0.19.3, cargo pgrx init); with every version, also each
 #      fallback of set-up installed for real (tests/setup/fallbacks.sh);
-#   2. cargo fmt --check, and cargo clippy -D warnings with 15's and 19's
-#      features (or the first version asked for when neither is);
+#   2. cargo fmt --check; cargo clippy -D warnings with 15's and 19's
+#      features (or the first version asked for when neither is) runs in
+#      the background compile job of step 3d;
 #   3. for each version, one after the other:
 #      a. cargo pgrx test pgNN: the pure unit and property tests of the core
 #         and the #[pg_test] tests inside a server (run as postgres);
@@ -23,7 +24,10 @@
 #         packages (package_install, deb_package) are then debug builds too
 #         (SF_PACKAGE_DEBUG=1: the same files, with overflow checks on);
 #      c. the pg_regress suite;
-#      d. the integration tests that drive real clusters from outside: on 15
+#      d. the integration tests that drive real clusters from outside
+#         (during the first version's, the background compile job runs
+#         clippy and builds the later versions' tests, at the lowest
+#         priority): on 15
 #         all of them but those that need a later version; on 16 to 19
 #         those that exercise version-specific server behaviour
 #         (VERSION_TESTS below) and each version's own (ONE_VERSION_TESTS:
@@ -120,21 +124,86 @@ cargo fmt --all -- --check
 # Clippy with 15's and 19's features (when tested): the version-specific
 # code is cfg'd for 15, for 16 and later, and for 18 and later; 16, 17 and
 # 18 are compiled (and their few own lines checked by the compiler) in
-# step 3a.
+# step 3a. It runs in the background compile job below.
 clippy_versions=()
 for v in "${versions[@]}"; do case $v in 15 | 19) clippy_versions+=("$v") ;; esac; done
 [ ${#clippy_versions[@]} -gt 0 ] || clippy_versions=("${versions[0]}")
-for v in "${clippy_versions[@]}"; do
-  step "cargo clippy --all-targets -- -D warnings (pg$v)"
-  cargo clippy --all-targets --no-default-features --features "pg$v pg_test" -- -D warnings
-done
+
+# The background compile job. The integration tests spend most of their
+# time waiting on servers (a grant to run out, a standby to catch up, a
+# clock to pass a bound), and the compiler needs both cores for minutes a
+# version; so while the first version's integration tests run, one
+# background job runs clippy and then builds every later version's test
+# binary, which `cargo pgrx test` and `cargo pgrx install` of that version
+# then find fresh (the library and the test binary share their
+# dependencies: Cargo.toml's resolver and build-override). It runs at the
+# lowest CPU priority (nice 19, idle I/O class), so a server or a test that
+# wants the CPU gets it at once; cargo's lock on the target directory keeps
+# it and a foreground cargo from building at the same time. Its output goes
+# to a log, printed when it fails; the run fails when it does, checked
+# before each later version and at the end.
+BACKGROUND_LOG=$(mktemp /tmp/snowflake_test_background.XXXXXX)
+BACKGROUND_RC=$BACKGROUND_LOG.status
+background_pid= background_started=0
+background_compile() {
+  local v started
+  for v in "${clippy_versions[@]}"; do
+    started=$SECONDS
+    echo "== cargo clippy --all-targets -- -D warnings (pg$v)"
+    cargo clippy --all-targets --no-default-features --features "pg$v pg_test" -- -D warnings
+    echo "== clippy pg$v passed ($((SECONDS - started))s)"
+  done
+  for v in "${versions[@]:1}"; do
+    started=$SECONDS
+    echo "== cargo test --lib --no-run (pg$v: cargo pgrx test's build)"
+    cargo test --lib --no-run --no-default-features --features "pg$v pg_test"
+    echo "== pg$v built ($((SECONDS - started))s)"
+  done
+}
+start_background_compile() {
+  [ "$background_started" -eq 0 ] || return 0
+  background_started=1
+  step "background compile job (clippy on ${clippy_versions[*]}, then the builds of ${versions[*]:1}) started; log: $BACKGROUND_LOG"
+  # Its own process group (job control on for the fork), so that the exit
+  # trap stops cargo and rustc with it.
+  set -m
+  (
+    trap 'echo $? >"$BACKGROUND_RC"' EXIT
+    renice -n 19 -p "$BASHPID" >/dev/null
+    ionice -c 3 -p "$BASHPID" 2>/dev/null || true
+    background_compile
+  ) >"$BACKGROUND_LOG" 2>&1 </dev/null &
+  background_pid=$!
+  set +m
+}
+# Fails the run if the background job failed; with --wait, first waits for
+# it to end.
+check_background_compile() {
+  [ -n "$background_pid" ] || return 0
+  if [ "${1:-}" = --wait ] || [ -s "$BACKGROUND_RC" ]; then
+    local rc=0
+    wait "$background_pid" || rc=$?
+    background_pid=
+    grep '^== .*passed\|^== .*built' "$BACKGROUND_LOG" || true
+    if [ "$rc" -ne 0 ]; then
+      echo "test: the background compile job (clippy, later versions' builds) failed (status $rc); its log:" >&2
+      cat "$BACKGROUND_LOG" >&2
+      exit 1
+    fi
+  fi
+}
 
 PGRX_TEST_DIR=$(mktemp -d /tmp/snowflake_pgrx_test.XXXXXX)
 chown postgres:postgres "$PGRX_TEST_DIR"
-trap 'rm -rf "$PGRX_TEST_DIR"' EXIT
+stop_background() {
+  [ -z "$background_pid" ] || kill -- "-$background_pid" 2>/dev/null || true
+  rm -rf "$PGRX_TEST_DIR" "$BACKGROUND_LOG" "$BACKGROUND_RC"
+}
+trap stop_background EXIT
 
 for v in "${versions[@]}"; do
   version_start=$SECONDS
+  check_background_compile
   pg_config=$(pg_config_for "$v")
   [ -n "$pg_config" ] || { echo "test: PostgreSQL $v is not installed (scripts/setup.sh --pg $v)" >&2; exit 1; }
   export PG_BIN; PG_BIN=$("$pg_config" --bindir)
@@ -154,6 +223,8 @@ for v in "${versions[@]}"; do
 
   step "pg$v: pg_regress suite"
   bash tests/pg_regress/run.sh
+
+  start_background_compile
 
   if [ "$v" = 15 ]; then
     # All, but those that need 16 or later or a build of the one version
@@ -186,6 +257,10 @@ for upgrade in "${UPGRADES[@]}"; do
   summary+=("pg_upgrade $from -> $to: $(((SECONDS - upgrade_start + 30) / 60)) min")
 done
 
+if [ -n "$background_pid" ]; then
+  step "waiting for the background compile job"
+  check_background_compile --wait
+fi
 step "done"
 printf '%s\n' "${summary[@]}"
 echo "all steps passed in $((SECONDS / 60)) min"
