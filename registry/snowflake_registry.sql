@@ -499,11 +499,19 @@ BEGIN
         END IF;
         chosen := p_node_id;
     ELSE
-        -- The id this data directory held last, if no one holds it now.
+        -- The id this data directory held last, if no one holds it now:
+        -- never claimed, released, or last held by this same data
+        -- directory (system identifier, host and path) with its grant
+        -- past. A lapsed grant of another holder is not taken this way:
+        -- a copy of a data directory remembers its original's node id,
+        -- and the original may only have missed its renewals (a registry
+        -- outage lapses every grant at once) and be about to renew.
         IF p_preferred BETWEEN 0 AND max_node THEN
             SELECT * INTO cur FROM snowflake_registry.node_ids n
             WHERE n.fleet = p_fleet AND n.node_id = p_preferred;
-            IF NOT FOUND OR cur.released_at IS NOT NULL OR cur.until_ms < now_ms THEN
+            IF NOT FOUND OR cur.released_at IS NOT NULL
+               OR (cur.until_ms < now_ms AND cur.system_identifier = p_system_identifier
+                   AND cur.host = p_host AND cur.data_directory = p_data_directory) THEN
                 chosen := p_preferred;
             END IF;
         END IF;

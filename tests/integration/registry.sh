@@ -234,6 +234,28 @@ out=$(registry_sql "SELECT node_id FROM snowflake_registry.claim('tiny', 1735689
 echo "$out" | grep -q 'all 2 node ids of fleet "tiny" are held' && echo "$out" | grep -q "1: h2:2 (data directory /d2" ||
   fail "the full pool's error does not list the holders: $out"
 pass "a full pool is refused, listing its holders"
+# The node id a data directory held last is only preferred when no one else
+# holds it: a copy remembers its original's node id, and a lapsed grant of
+# the original (the registry was away, or the original paused) must not pass
+# to the copy: the original renews as soon as it can. (The fault soak found
+# it: a copy started during a registry outage took its original's node id,
+# and the original stopped issuing for good.) Grants of 1 ms lapse at once.
+psql_on reg -c "DO \$\$ BEGIN IF to_regproc('snowflake_registry.create_fleet') IS NOT NULL THEN
+  PERFORM snowflake_registry.create_fleet('pref'); END IF; END \$\$" >/dev/null
+claim_pref() { # claim_pref TOKEN DIR PREFERRED GRANT_MS: the node id granted
+  registry_sql "SELECT node_id FROM snowflake_registry.claim('pref', 1735689600000, 10, 12, NULL, $3, '$1', 77, 'hp', 5432, '$2', $(( $(now_ms) - 1735689600000 )), $4)"
+}
+orig=$(claim_pref token-of-the-original-1 /orig NULL 1)
+sleep 0.05
+copy=$(claim_pref token-of-the-copy-00001 /copy "$orig" 1)
+[ "$copy" != "$orig" ] ||
+  fail "a copy (same system identifier and host, another data directory) took its original's lapsed node id $orig by preference"
+sleep 0.05
+again=$(claim_pref token-of-the-original-2 /orig "$orig" 60000)
+[ "$again" = "$orig" ] || fail "a restarted server did not get back its own lapsed node id $orig (got $again)"
+other=$(claim_pref token-of-another-server1 /other "$copy" 60000)
+[ "$other" != "$copy" ] || fail "another data directory took the lapsed node id $copy by preference"
+pass "the preferred node id: a restart gets back its own lapsed one ($orig); a copy or another data directory does not take one that lapsed ($copy, $other)"
 
 # --- who issued each ID: the grant history answers for every ID recorded
 psql_on reg -q -c "CREATE TABLE issued (id bigint, port int)" -c "\\copy issued FROM '$ISSUED_BY'"
