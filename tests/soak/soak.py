@@ -1,0 +1,861 @@
+#!/usr/bin/env python3
+"""The fault soak: every promise of snowflake_id under random faults at once.
+
+A fleet on 127.0.0.1, run as the postgres user (docs/reliability.md):
+
+  reg, regs   the registry (registry/snowflake_registry.sql, the extension
+              not even preloaded) and its synchronous streaming standby;
+  n1 .. n4    servers that claim their node ids from it (fleet `soak`, 8
+              node ids: 3 node bits),
+              each on its own faked clock (libfaketime, one offset file each);
+  f1, f1s     a server with a fixed node id (7) claimed from the same
+              registry, and its streaming standby.
+
+A writer per primary inserts rows whose ids come from snowflake_next(), on
+one connection until it breaks, and records every ID a committed statement
+returned: the client's view, what an application stored. A nemesis, driven
+by one seed, starts faults at random intervals, several at once, each healed
+after a random time: kill -9 of a server, of one of its workers, of the
+registry; SIGSTOP/SIGCONT of the same; clock steps on one server; a failover
+of the registry to its standby; the promotion of f1's standby while f1
+still writes; a crash-consistent copy of a running server started beside it
+(a snapshot, or a base backup refused or accepted with
+snowflake_accept_configuration()); a server whose
+registry role is revoked; a restart with snowflake_id.node_id set by
+mistake to a node id another server holds.
+
+Checked at the end: no ID recorded twice; every ID's node id and time lie in
+a grant of the registry to the server that returned it (who_issued()); the
+IDs on each connection increase in the order they came; and, per fault, how
+long each server it touched could not issue once it was healed, against the
+bound in BOUNDS_S. A violation prints the seed and the fault schedule; the
+same --seed replays the same schedule (the faults' order, targets and
+durations; the IDs differ).
+
+  soak.py --seed 7 --seconds 180          a short run (the test suite's)
+  soak.py --minutes 60                    a long run, random seed
+  soak.py --no-registry ...               fixed node ids, no registry
+
+Needs PG_BIN (a server with snowflake_id installed), libfaketime, root.
+"""
+
+import argparse
+import collections
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+FAKETIME_LIB = os.environ.get(
+    "SF_FAKETIME_LIB", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+# Eight node ids (3 node bits): a fleet of five servers and its copies
+# comes near a full pool, so that node ids pass from server to server (a
+# crashed one's to a copy, a lapsed one's to the next claim) and the floors
+# that keep their IDs apart are exercised, not only the untouched ids of a
+# large pool.
+NODE_BITS = 3
+GRANT_MS = 3000
+MAX_GRANT_MS = 8000
+DRIFT_MS = 5000
+FIXED_NODE = 7
+
+# How long after a fault is healed each server it touched may go without
+# issuing, in seconds, before the soak calls it a failure: the bounds of
+# docs/registry.md and docs/operations.md for the settings above (grant 3 s,
+# fleet bound 8 s, drift 5 s), plus the time a restart and a connection take.
+BOUNDS_S = {
+    "kill_server": 15.0,       # crash recovery, then a claim (or the wait of
+                               # a fixed node id for its grant)
+    "kill_worker": 15.0,       # the postmaster restarts every process
+    "kill_registry": 10.0,     # grants outlast a short registry outage
+    "stop_server": 15.0,
+    "stop_worker": 15.0,
+    "stop_registry": 10.0,
+    "clock_step": 12.0,        # a step back waits out the step less the drift
+    "registry_failover": 15.0,  # the fence lies max_grant_ms past the failover
+    "promote_standby": 15.0,
+    "copy": 15.0,
+    "revoke": 15.0,
+    "node_id_typo": 20.0,
+}
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class Violation(Exception):
+    pass
+
+
+class Cluster:
+    """One PostgreSQL data directory, started and stopped as postgres."""
+
+    def __init__(self, fleet, name, port):
+        self.fleet = fleet
+        self.name = name
+        self.port = port
+        self.dir = os.path.join(fleet.work, name)
+        self.sock = self.dir + ".sock"
+        self.log = os.path.join(fleet.work, name + ".log")
+        self.clock_file = os.path.join(fleet.work, name + ".clock")
+        self.faked = False
+        self.role = "postgres"
+        with open(self.clock_file, "w") as f:
+            f.write("+0\n")
+        os.chmod(self.clock_file, 0o644)
+
+    def as_pg(self, *args, env=None, check=True, capture=False):
+        cmd = ["sudo", "-u", "postgres", "env"] + [f"{k}={v}" for k, v in (env or {}).items()] + list(args)
+        return subprocess.run(cmd, cwd="/", check=check, text=True,
+                              stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                              stderr=subprocess.PIPE if capture else subprocess.DEVNULL)
+
+    def conf(self, *lines):
+        with open(os.path.join(self.dir, "postgresql.conf"), "a") as f:
+            for line in lines:
+                f.write(line + "\n")
+
+    def prepare_dirs(self):
+        os.makedirs(self.sock, exist_ok=True)
+        shutil.chown(self.sock, "postgres", "postgres")
+
+    def init(self, *conf, preload=True):
+        self.as_pg(f"{self.fleet.bin}/initdb", "-D", self.dir, "-A", "trust", "-U", "postgres", "--no-sync")
+        self.prepare_dirs()
+        self.conf("listen_addresses = '127.0.0.1'", f"port = {self.port}",
+                  f"unix_socket_directories = '{self.sock}'", "fsync = on", "max_connections = 60",
+                  *((["shared_preload_libraries = 'snowflake_id'"]) if preload else []), *conf)
+
+    def env(self):
+        if not self.faked:
+            return {}
+        return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME_TIMESTAMP_FILE": self.clock_file,
+                "FAKETIME_CACHE_DURATION": "0", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                "FAKETIME_DONT_RESET": "1"}
+
+    def start(self, check=True):
+        r = self.as_pg(f"{self.fleet.bin}/pg_ctl", "-D", self.dir, "-l", self.log, "-w", "-t", "60",
+                       "start", env=self.env(), check=False)
+        if check and r.returncode != 0:
+            raise Violation(f"{self.name} did not start: {tail(self.log)}")
+        return r.returncode == 0
+
+    def stop(self, mode="fast"):
+        if os.path.exists(os.path.join(self.dir, "postmaster.pid")):
+            self.as_pg(f"{self.fleet.bin}/pg_ctl", "-D", self.dir, "-m", mode, "-w", "-t", "60", "stop",
+                       check=False)
+
+    def postmaster_pid(self):
+        try:
+            with open(os.path.join(self.dir, "postmaster.pid")) as f:
+                return int(f.readline())
+        except (OSError, ValueError):
+            return None
+
+    def pids(self):
+        pm = self.postmaster_pid()
+        if pm is None:
+            return []
+        out = subprocess.run(["pgrep", "-P", str(pm)], text=True, stdout=subprocess.PIPE).stdout
+        return [pm] + [int(p) for p in out.split()]
+
+    def worker_pid(self, kind):
+        """The pid of this server's lease or registry worker, or None."""
+        pm = self.postmaster_pid()
+        if pm is None:
+            return None
+        out = subprocess.run(["pgrep", "-P", str(pm), "-a"], text=True, stdout=subprocess.PIPE).stdout
+        for line in out.splitlines():
+            pid, _, cmd = line.partition(" ")
+            if f"snowflake_id {kind}" in cmd:
+                return int(pid)
+        return None
+
+    def kill9(self):
+        for pid in reversed(self.pids()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        pm = self.postmaster_pid()
+        for _ in range(100):
+            if pm is None or not alive(pm):
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+
+    def signal_all(self, sig):
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def psql(self, sql, user="postgres", check=True):
+        try:
+            r = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
+                                "-p", str(self.port), "-U", user, "-d", "postgres", "-c", sql],
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                               env=dict(os.environ, PGCONNECT_TIMEOUT="3"))
+        except subprocess.TimeoutExpired:
+            if check:
+                raise Violation(f"psql on {self.name} took over 60 s: {sql[:80]}")
+            return None
+        if check and r.returncode != 0:
+            raise Violation(f"psql on {self.name} failed: {sql[:80]}: {r.stderr.strip()}")
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    def set_clock(self, offset_s):
+        with open(self.clock_file + ".tmp", "w") as f:
+            f.write(f"{offset_s:+d}\n")
+        os.chmod(self.clock_file + ".tmp", 0o644)
+        os.replace(self.clock_file + ".tmp", self.clock_file)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def tail(path, n=8):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+class Writer(threading.Thread):
+    """Inserts on one server, one connection until it breaks; records every ID
+    a committed statement returned, with the connection and the order."""
+
+    ROWS = 10
+
+    def __init__(self, fleet, cluster):
+        super().__init__(daemon=True)
+        self.fleet = fleet
+        self.cluster = cluster
+        self.stopped = threading.Event()
+        self.ok_times = []         # monotonic time of each committed statement
+        self.retired_at = None     # when the soak stopped it (the server left the fleet)
+        self.errors = collections.Counter()
+
+    def run(self):
+        while not self.stopped.is_set():
+            conn = self.fleet.new_connection()
+            proc = subprocess.Popen(
+                ["psql", "-X", "-q", "-At", "-h", "127.0.0.1", "-p", str(self.cluster.port), "-U", "postgres",
+                 "-d", "postgres", "-v", "ON_ERROR_STOP=0"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+            err_reader = threading.Thread(target=self.read_errors, args=(proc,), daemon=True)
+            err_reader.start()
+            try:
+                while not self.stopped.is_set():
+                    proc.stdin.write(f"INSERT INTO t (server) SELECT '{self.cluster.name}' "
+                                     f"FROM generate_series(1, {self.ROWS}) RETURNING id;\n\\echo @@\n")
+                    proc.stdin.flush()
+                    ids = []
+                    while True:
+                        line = proc.stdout.readline()
+                        if not line:
+                            raise EOFError
+                        line = line.strip()
+                        if line == "@@":
+                            break
+                        if line.isdigit():
+                            ids.append(int(line))
+                    if ids:
+                        self.fleet.record(self.cluster.name, conn, ids)
+                        self.ok_times.append(time.monotonic())
+                    else:
+                        time.sleep(0.05)
+                    time.sleep(0.01)
+            except (EOFError, BrokenPipeError, OSError):
+                pass
+            finally:
+                try:
+                    proc.kill()
+                except OSError:
+                    pass
+                proc.wait()
+            time.sleep(0.2)
+
+    def read_errors(self, proc):
+        for line in proc.stderr:
+            line = line.strip()
+            if line.startswith("psql:") or line.startswith("ERROR") or "error" in line:
+                key = line.split("ERROR:")[-1].strip()[:70]
+                self.errors[key] += 1
+
+
+class Fleet:
+    def __init__(self, args):
+        self.args = args
+        self.bin = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+        self.work = tempfile.mkdtemp(prefix="snowflake_soak.")
+        os.chmod(self.work, 0o755)
+        shutil.chown(self.work, "postgres", "postgres")
+        self.clusters = {}
+        self.writers = {}
+        self.lock = threading.Lock()
+        self.ids = []              # (id, server, connection, order)
+        self.connections = 0
+        self.registry_name = "reg"
+        self.standby_name = "regs"
+        # The server with the fixed node id and its standby (swapped by a
+        # failover without a registry).
+        self.fixed_name = "f1"
+        self.fixed_standby_name = "f1s"
+        self.next_port = 0
+        self.copies = 0
+        self.roles = {}
+
+    def port(self):
+        base = 20000 + (os.getpid() % 200) * 50
+        self.next_port += 1
+        return base + self.next_port
+
+    def new_connection(self):
+        with self.lock:
+            self.connections += 1
+            return self.connections
+
+    def record(self, server, conn, ids):
+        with self.lock:
+            for i, v in enumerate(ids):
+                self.ids.append((v, server, conn, i))
+
+    def new(self, name):
+        c = Cluster(self, name, self.port())
+        self.clusters[name] = c
+        return c
+
+    def registry(self):
+        return self.clusters[self.registry_name]
+
+    def registry_psql(self, sql, seconds=90):
+        """SQL on the registry's primary, whichever it is, retried while the
+        registry is away (another fault may have stopped or failed it over)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            out = self.registry().psql(sql, check=False)
+            if out is not None:
+                return out
+            if time.monotonic() > deadline:
+                raise Violation(f"the registry did not answer within {seconds} s: {sql[:80]}")
+            time.sleep(0.5)
+
+    def conninfo(self, role):
+        a, b = self.clusters["reg"], self.clusters["regs"]
+        return (f"host=127.0.0.1,127.0.0.1 port={a.port},{b.port} dbname=postgres user={role} "
+                f"target_session_attrs=read-write")
+
+    # --- set-up
+    def build(self):
+        path = os.environ.get("PATH", "")
+        os.environ["PATH"] = f"{self.bin}:{path}"
+        registry_sql = os.environ.get("SF_REGISTRY_SQL",
+                                      os.path.join(os.path.dirname(__file__), "..", "..", "registry",
+                                                   "snowflake_registry.sql"))
+        fleet_servers = ["n1", "n2", "n3", "n4"]
+        if not self.args.no_registry:
+            reg = self.new("reg")
+            reg.init("wal_level = replica", "max_wal_senders = 10", preload=False)
+            reg.start()
+            subprocess.run(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(reg.port), "-U", "postgres",
+                            "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-f", registry_sql],
+                           check=True, stdout=subprocess.DEVNULL)
+            reg.psql("SELECT snowflake_registry.create_fleet('soak')")
+            reg.psql(f"UPDATE snowflake_registry.fleets SET max_grant_ms = {MAX_GRANT_MS} WHERE fleet = 'soak'")
+            for s in fleet_servers + ["f1"]:
+                role = f"node_{s}"
+                reg.psql(f"CREATE ROLE {role} LOGIN; GRANT snowflake_registry_client TO {role}")
+                self.roles[s] = role
+            self.basebackup("regs", "reg", ["wal_level = replica"])
+            open(os.path.join(self.clusters["regs"].dir, "standby.signal"), "w").close()
+            self.clusters["regs"].start()
+            reg.conf("synchronous_standby_names = '*'")
+            reg.psql("SELECT pg_reload_conf()")
+        for i, s in enumerate(fleet_servers):
+            c = self.new(s)
+            conf = [f"snowflake_id.max_clock_drift = '{DRIFT_MS}ms'", f"snowflake_id.node_bits = {NODE_BITS}"]
+            if self.args.no_registry:
+                conf.append(f"snowflake_id.node_id = {i + 1}")
+            else:
+                conf += [f"snowflake_id.registry = '{self.conninfo(self.roles[s])}'",
+                         "snowflake_id.registry_fleet = 'soak'", f"snowflake_id.registry_grant = '{GRANT_MS}ms'"]
+            c.init(*conf)
+            c.faked = True
+            c.start()
+        f1 = self.new("f1")
+        conf = [f"snowflake_id.node_id = {FIXED_NODE}", f"snowflake_id.max_clock_drift = '{DRIFT_MS}ms'",
+                f"snowflake_id.node_bits = {NODE_BITS}",
+                "wal_level = replica", "max_wal_senders = 10"]
+        if not self.args.no_registry:
+            conf += [f"snowflake_id.registry = '{self.conninfo(self.roles['f1'])}'",
+                     "snowflake_id.registry_fleet = 'soak'", f"snowflake_id.registry_grant = '{GRANT_MS}ms'"]
+        f1.init(*conf)
+        f1.faked = True
+        f1.start()
+        for s in fleet_servers + ["f1"]:
+            c = self.clusters[s]
+            c.psql("CREATE EXTENSION snowflake_id; "
+                   "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), server text)")
+        self.make_f1_standby()
+        for s in fleet_servers + ["f1"]:
+            self.wait_issuing(s, 30)
+        for s in fleet_servers + ["f1"]:
+            self.start_writer(s)
+
+    def basebackup(self, name, source, conf=(), standby=True):
+        c = self.new(name) if name not in self.clusters else self.clusters[name]
+        src = self.clusters[source]
+        if os.path.exists(c.dir):
+            shutil.rmtree(c.dir)
+        c.as_pg(f"{self.bin}/pg_basebackup", "-h", "127.0.0.1", "-p", str(src.port), "-U", "postgres",
+                "-D", c.dir, *(["-R"] if standby else []), "-X", "stream", "-c", "fast", "--no-sync")
+        c.prepare_dirs()
+        c.conf(f"port = {c.port}", f"unix_socket_directories = '{c.sock}'", *conf)
+        c.faked = src.faked
+        return c
+
+    def make_f1_standby(self):
+        s = self.basebackup("f1s", "f1")
+        s.start()
+
+    def wait_issuing(self, name, seconds):
+        c = self.clusters[name]
+        deadline = time.monotonic() + seconds
+        last = ""
+        while time.monotonic() < deadline:
+            r = subprocess.run(["psql", "-X", "-At", "-h", "127.0.0.1", "-p", str(c.port), "-U", "postgres",
+                                "-d", "postgres", "-c", "SELECT snowflake_next()"],
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            if r.returncode == 0:
+                return
+            last = r.stderr.strip()
+            time.sleep(0.2)
+        raise Violation(f"{name} did not issue within {seconds} s: {last}")
+
+    def start_writer(self, name):
+        w = Writer(self, self.clusters[name])
+        self.writers[name] = w
+        w.start()
+
+    def stop_writer(self, name):
+        w = self.writers.get(name)
+        if w:
+            w.retired_at = time.monotonic()
+            w.stopped.set()
+
+    def teardown(self):
+        for w in self.writers.values():
+            w.stopped.set()
+        for c in self.clusters.values():
+            c.signal_all(signal.SIGCONT)
+            c.stop("immediate")
+        if not self.args.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+        else:
+            log(f"kept {self.work}")
+
+
+class Nemesis:
+    """Faults from one seed: the schedule (kind, target, start, duration) is
+    drawn up front, so that a seed always gives the same one."""
+
+    def __init__(self, fleet, seed, seconds, kinds):
+        self.fleet = fleet
+        self.rng = random.Random(seed)
+        self.seconds = seconds
+        self.kinds = kinds
+        self.schedule = self.draw()
+        self.done = []             # (kind, target, heal_time, touched servers)
+        self.busy = set()
+        self.busy_lock = threading.Lock()
+
+    def draw(self):
+        rng, t, schedule = self.rng, 2.0, []
+        # Every kind once, in a random order, then random kinds.
+        first = list(self.kinds)
+        rng.shuffle(first)
+        while t < self.seconds - 20:
+            kind = first.pop() if first else rng.choice(self.kinds)
+            target = self.pick_target(kind)
+            duration = round(rng.uniform(0.3, 2.5 * GRANT_MS / 1000), 1)
+            if kind == "clock_step":
+                duration = round(rng.uniform(2, 10), 1)
+            schedule.append({"at": round(t, 1), "kind": kind, "target": target, "duration": duration,
+                             "detail": rng.choice([-8, -3, -1, 2, 6]) if kind == "clock_step"
+                             else rng.choice(["snapshot", "backup", "backup-accepted"])
+                             if kind == "copy" and not self.fleet.args.no_registry
+                             else "backup" if kind == "copy"
+                             else rng.choice(["lease", "registry"]) if kind.endswith("_worker") else None})
+            t += rng.uniform(1.0, 6.0)
+        return schedule
+
+    def pick_target(self, kind):
+        servers = ["n1", "n2", "n3", "n4", "fixed"]
+        if kind in ("kill_registry", "stop_registry", "registry_failover"):
+            return "registry"
+        if kind == "promote_standby":
+            return "fixed"
+        if kind in ("node_id_typo", "copy"):
+            return self.rng.choice(servers[:4])
+        return self.rng.choice(servers)
+
+    def run(self):
+        start = time.monotonic()
+        threads = []
+        for fault in self.schedule:
+            delay = start + fault["at"] - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            th = threading.Thread(target=self.inject, args=(fault,), daemon=True)
+            th.start()
+            threads.append(th)
+        for th in threads:
+            th.join(timeout=180)
+        remaining = start + self.seconds - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
+
+    def inject(self, fault):
+        kind, target = fault["kind"], fault["target"]
+        key = target
+        # One fault at a time on a target (others may hit the fleet at
+        # once); a fault whose target is busy waits for it.
+        while True:
+            with self.busy_lock:
+                if key not in self.busy:
+                    self.busy.add(key)
+                    break
+            time.sleep(0.2)
+        with self.busy_lock:
+            fault["name"] = self.fleet.fixed_name if target == "fixed" else target
+        try:
+            log(f"fault {kind} on {target} for {fault['duration']} s ({fault['detail']})")
+            touched = getattr(self, kind)(fault)
+            # The writers of the servers it touched, as they are at the heal
+            # (a server's writer is replaced when it leaves and comes back).
+            writers = [(name, self.fleet.writers.get(name)) for name in touched]
+            self.done.append((kind, target, time.monotonic(), writers, fault))
+        except Exception as e:  # a fault that could not be injected or healed fails the soak
+            fault["error"] = repr(e)
+            log(f"fault {kind} on {target} could not be injected: {e!r}")
+        finally:
+            with self.busy_lock:
+                self.busy.discard(key)
+
+    # --- the faults; each heals itself and returns the servers it touched
+    def all_servers(self):
+        return ["n1", "n2", "n3", "n4", self.fleet.fixed_name]
+
+    def kill_server(self, f):
+        c = self.fleet.clusters[f["name"]]
+        c.kill9()
+        time.sleep(f["duration"])
+        c.start()
+        return [f["name"]]
+
+    def signal_worker(self, f, sig, heal_sig):
+        """Sends sig to the server's lease or registry worker alone, and
+        heal_sig (if any) after the fault's duration."""
+        c = self.fleet.clusters[f["name"]]
+        pid = c.worker_pid(f["detail"]) or c.worker_pid("lease")
+        if pid:
+            os.kill(pid, sig)
+        time.sleep(f["duration"])
+        if pid and heal_sig:
+            os.kill(pid, heal_sig)
+        return [f["name"]]
+
+    def kill_worker(self, f):
+        return self.signal_worker(f, signal.SIGKILL, None)
+
+    def stop_server(self, f):
+        c = self.fleet.clusters[f["name"]]
+        c.signal_all(signal.SIGSTOP)
+        time.sleep(f["duration"])
+        c.signal_all(signal.SIGCONT)
+        return [f["name"]]
+
+    def stop_worker(self, f):
+        return self.signal_worker(f, signal.SIGSTOP, signal.SIGCONT)
+
+    def kill_registry(self, f):
+        r = self.fleet.registry()
+        r.kill9()
+        time.sleep(f["duration"])
+        r.start()
+        return self.all_servers()
+
+    def stop_registry(self, f):
+        r = self.fleet.registry()
+        r.signal_all(signal.SIGSTOP)
+        time.sleep(f["duration"])
+        r.signal_all(signal.SIGCONT)
+        return self.all_servers()
+
+    def clock_step(self, f):
+        c = self.fleet.clusters[f["name"]]
+        c.set_clock(f["detail"])
+        time.sleep(f["duration"])
+        c.set_clock(0)
+        return [f["name"]]
+
+    def registry_failover(self, f):
+        fl = self.fleet
+        old, new = fl.clusters[fl.registry_name], fl.clusters[fl.standby_name]
+        old.kill9()
+        new.as_pg(f"{fl.bin}/pg_ctl", "-D", new.dir, "-w", "-t", "60", "promote")
+        new.conf("synchronous_standby_names = ''")
+        new.psql("SELECT pg_reload_conf()")
+        time.sleep(f["duration"])
+        # The old primary comes back as the new one's synchronous standby.
+        shutil.rmtree(old.dir)
+        fl.basebackup(old.name, new.name)
+        open(os.path.join(old.dir, "standby.signal"), "w").close()
+        old.start()
+        new.conf("synchronous_standby_names = '*'")
+        new.psql("SELECT pg_reload_conf()")
+        fl.registry_name, fl.standby_name = new.name, old.name
+        return self.all_servers()
+
+    def promote_standby(self, f):
+        fl = self.fleet
+        primary, standby = fl.clusters[fl.fixed_name], fl.clusters[fl.fixed_standby_name]
+        if fl.args.no_registry:
+            # Without a registry, two servers with one node id at once are
+            # the operator's to prevent: the standby is promoted only after
+            # its primary died, which then comes back as the new standby.
+            fl.stop_writer(primary.name)
+            primary.kill9()
+            standby.as_pg(f"{fl.bin}/pg_ctl", "-D", standby.dir, "-w", "-t", "60", "promote")
+            fl.start_writer(standby.name)
+            time.sleep(f["duration"])
+            fl.basebackup(primary.name, standby.name).start()
+            fl.fixed_name, fl.fixed_standby_name = standby.name, primary.name
+            return [standby.name]
+        # With the registry: promoted while its primary still writes. The
+        # registry gives the node id to one of them: the primary while it
+        # renews; the promoted standby when the primary's claim went stale
+        # meanwhile (paused, cut off, the registry away), as an operator's
+        # failover wants. The other is the standby again afterwards.
+        standby.as_pg(f"{fl.bin}/pg_ctl", "-D", standby.dir, "-w", "-t", "60", "promote")
+        fl.start_writer(standby.name)
+        time.sleep(max(f["duration"], 3))
+        holder = fl.registry_psql(f"SELECT data_directory FROM snowflake_registry.node_ids "
+                                  f"WHERE fleet = 'soak' AND node_id = {FIXED_NODE} AND released_at IS NULL")
+        winner, loser = (standby, primary) if holder == standby.dir else (primary, standby)
+        f["detail"] = f"{winner.name} kept the node id"
+        fl.stop_writer(loser.name)
+        time.sleep(0.5)
+        loser.stop("immediate")
+        fl.basebackup(loser.name, winner.name).start()
+        fl.fixed_name, fl.fixed_standby_name = winner.name, loser.name
+        return [winner.name]
+
+    def copy(self, f):
+        fl = self.fleet
+        src = fl.clusters[f["name"]]
+        fl.copies += 1
+        name = f"copy{fl.copies}"
+        if f["detail"] == "snapshot":
+            # A crash-consistent copy (a disk or VM snapshot): the source
+            # paused while its files are copied. It leaves no trace to
+            # detect (docs/operations.md), so only the registry keeps it
+            # apart: it is a new claim, of another node id.
+            c = fl.new(name)
+            src.signal_all(signal.SIGSTOP)
+            try:
+                shutil.copytree(src.dir, c.dir, symlinks=True)
+            finally:
+                src.signal_all(signal.SIGCONT)
+            subprocess.run(["chown", "-R", "postgres:postgres", c.dir], check=True)
+            os.remove(os.path.join(c.dir, "postmaster.pid"))
+            c.prepare_dirs()
+            c.conf(f"port = {c.port}", f"unix_socket_directories = '{c.sock}'")
+        else:
+            # A base backup started as a primary: held until accepted.
+            c = fl.basebackup(name, src.name, standby=False)
+        c.faked = src.faked
+        c.start()
+        if f["detail"] == "backup-accepted":
+            c.psql("SELECT snowflake_accept_configuration()", check=False)
+        fl.start_writer(name)
+        time.sleep(max(f["duration"], 3))
+        fl.stop_writer(name)
+        time.sleep(0.5)
+        c.stop("immediate")
+        return [f["name"]]
+
+    def revoke(self, f):
+        fl = self.fleet
+        role = fl.roles.get(f["name"])
+        if role:
+            fl.registry_psql(f"REVOKE snowflake_registry_client FROM {role}")
+        time.sleep(f["duration"])
+        if role:
+            fl.registry_psql(f"GRANT snowflake_registry_client TO {role}")
+        return [f["name"]]
+
+    def node_id_typo(self, f):
+        fl = self.fleet
+        c = fl.clusters[f["name"]]
+        other = [s for s in ("n1", "n2", "n3", "n4") if s != f["name"]][0]
+        held = fl.clusters[other].psql("SELECT node_id FROM snowflake_stats()", check=False)
+        if not held:
+            return []
+        conf = os.path.join(c.dir, "postgresql.conf")
+        with open(conf) as fh:
+            before = fh.read()
+        c.stop()
+        c.conf(f"snowflake_id.node_id = {held}")
+        c.start(check=False)
+        time.sleep(f["duration"])
+        c.stop()
+        with open(conf, "w") as fh:
+            fh.write(before)
+        c.start()
+        return [f["name"]]
+
+
+def check(fleet, nemesis):
+    problems = []
+    ids = fleet.ids
+    seen = {}
+    for v, server, conn, order in ids:
+        if v in seen:
+            problems.append(f"ID {v} recorded twice: by {seen[v]} and by {server}")
+        else:
+            seen[v] = server
+    by_conn = collections.defaultdict(list)
+    for v, server, conn, order in ids:
+        by_conn[conn].append(v)
+    for conn, vs in by_conn.items():
+        for a, b in zip(vs, vs[1:]):
+            if b <= a:
+                problems.append(f"connection {conn}: ID {b} came after {a}")
+                break
+    if not fleet.args.no_registry:
+        problems += check_who_issued(fleet, ids)
+    outages = availability(fleet, nemesis)
+    for kind, worst, server in outages:
+        if worst > BOUNDS_S[kind]:
+            problems.append(f"after {kind}, {server} could not issue for {worst:.1f} s (bound {BOUNDS_S[kind]} s)")
+    return problems, outages
+
+
+def check_who_issued(fleet, ids):
+    """Every ID lies in a grant to the server that returned it: the grant's
+    port is that server's (copies and a promoted standby have their own)."""
+    reg = fleet.registry()
+    path = os.path.join(fleet.work, "ids.tsv")
+    with open(path, "w") as f:
+        for v, server, _, _ in ids:
+            f.write(f"{v}\t{fleet.clusters[server].port}\n")
+    os.chmod(path, 0o644)
+    out = subprocess.run(
+        ["psql", "-X", "-q", "-At", "-h", "127.0.0.1", "-p", str(reg.port), "-U", "postgres", "-d", "postgres",
+         "-v", "ON_ERROR_STOP=1", "-c", "CREATE TEMP TABLE ids (id bigint, port int)",
+         "-c", f"\\copy ids FROM '{path}'",
+         "-c", "SELECT i.id, i.port, coalesce(string_agg(w.port::text, ','), 'none') FROM ids i "
+               "LEFT JOIN LATERAL snowflake_registry.who_issued('soak', i.id) w ON true "
+               "GROUP BY i.id, i.port HAVING count(w.port) <> 1 OR min(w.port) <> i.port LIMIT 20"],
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if out.returncode != 0:
+        return [f"who_issued check failed: {out.stderr.strip()}"]
+    return [f"ID {line.split('|')[0]} returned by the server on port {line.split('|')[1]}, "
+            f"granted to port(s) {line.split('|')[2]}" for line in out.stdout.split()]
+
+
+def availability(fleet, nemesis):
+    """For each healed fault and each server it touched: the time from the
+    heal to that server's next committed statement (longest per kind)."""
+    worst = {}
+    for kind, target, healed, writers, fault in nemesis.done:
+        for server, w in writers:
+            if w is None:
+                continue
+            after = [t for t in w.ok_times if t >= healed]
+            if not after and w.retired_at is not None:
+                continue           # it left the fleet (a standby again)
+            wait = (after[0] - healed) if after else (fleet.ended - healed)
+            if wait > worst.get(kind, (0, ""))[0]:
+                worst[kind] = (wait, server)
+    return sorted((k, v[0], v[1]) for k, v in worst.items())
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seconds", type=int, default=None)
+    p.add_argument("--minutes", type=float, default=None)
+    p.add_argument("--no-registry", action="store_true")
+    p.add_argument("--faults", default=None, help="comma-separated kinds (default: all)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1, 1 << 31)
+    seconds = args.seconds or int((args.minutes or 3) * 60)
+    kinds = list(BOUNDS_S)
+    if args.no_registry:
+        kinds = ["kill_server", "kill_worker", "stop_server", "stop_worker", "clock_step", "copy",
+                 "promote_standby"]
+    if args.faults:
+        kinds = args.faults.split(",")
+    # run_all.sh stops a test that runs too long with SIGTERM: tear down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    fleet = Fleet(args)
+    nemesis = Nemesis(fleet, seed, seconds, kinds)
+    log(f"seed {seed}, {seconds} s, faults: {', '.join(kinds)}; work {fleet.work}")
+    rc = 0
+    try:
+        fleet.build()
+        log("fleet up; writers running")
+        nemesis.run()
+        fleet.ended = time.monotonic()
+        for w in fleet.writers.values():
+            w.stopped.set()
+        for w in fleet.writers.values():
+            w.join(timeout=10)
+        problems, outages = check(fleet, nemesis)
+        counts = collections.Counter(f["kind"] for f in nemesis.schedule if not f.get("skipped"))
+        errors = [f"{f['kind']} on {f['target']}: {f['error']}" for f in nemesis.schedule if f.get("error")]
+        problems += [f"fault not injected: {e}" for e in errors]
+        log(f"{len(fleet.ids)} IDs recorded on {fleet.connections} connections; faults: {dict(counts)}")
+        for kind, worst_s, server in outages:
+            log(f"  longest wait after {kind}: {worst_s:.1f} s ({server}; bound {BOUNDS_S[kind]} s)")
+        for name, w in fleet.writers.items():
+            if w.errors:
+                log(f"  {name} errors: {dict(w.errors.most_common(4))}")
+        if problems:
+            rc = 1
+            print("FAIL: the soak found:", *problems[:20], sep="\n  ", file=sys.stderr)
+            print(f"replay: soak.py --seed {seed} --seconds {seconds}"
+                  f"{' --no-registry' if args.no_registry else ''}; schedule:", file=sys.stderr)
+            print(json.dumps(nemesis.schedule, indent=None), file=sys.stderr)
+        else:
+            traced = "" if args.no_registry else ", every ID where the registry granted it"
+            log(f"ok: seed {seed}: no ID twice{traced}, each connection's IDs increasing, "
+                f"every server back within its bound")
+    except Violation as e:
+        rc = 1
+        print(f"FAIL: {e} (seed {seed})", file=sys.stderr)
+    finally:
+        fleet.teardown()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
