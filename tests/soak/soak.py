@@ -492,9 +492,18 @@ class Nemesis:
         while t < self.seconds - 20:
             kind = first.pop() if first else rng.choice(self.kinds)
             target = self.pick_target(kind)
+            # Often the server the last fault hit: faults meet on one
+            # server (a crash during a clock step) only when drawn so.
+            if schedule and rng.random() < 0.4 and schedule[-1]["target"] not in ("registry", target) \
+                    and target not in ("registry",) and kind not in ("promote_standby", "node_id_typo", "copy"):
+                target = schedule[-1]["target"]
             duration = round(rng.uniform(0.3, 2.5 * GRANT_MS / 1000), 1)
             if kind == "clock_step":
                 duration = round(rng.uniform(2, 10), 1)
+            elif kind in ("kill_server", "kill_registry"):
+                # A supervisor (systemd, Patroni) starts a crashed server
+                # again within seconds.
+                duration = round(rng.uniform(0.2, 2.0), 1)
             schedule.append({"at": round(t, 1), "kind": kind, "target": target, "duration": duration,
                              "detail": rng.choice([-8, -3, -1, 2, 6]) if kind == "clock_step"
                              else rng.choice(["snapshot", "backup", "backup-accepted"])
@@ -532,9 +541,11 @@ class Nemesis:
 
     def inject(self, fault):
         kind, target = fault["kind"], fault["target"]
-        key = target
         # One fault at a time on a target (others may hit the fleet at
-        # once); a fault whose target is busy waits for it.
+        # once), but a clock step on a server runs beside its other faults:
+        # a crash or a pause across a step is where the two meet. A fault
+        # whose target is busy waits for it.
+        key = (target, kind == "clock_step")
         while True:
             with self.busy_lock:
                 if key not in self.busy:
