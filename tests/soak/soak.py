@@ -46,6 +46,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -321,9 +322,14 @@ class Fleet:
         self.roles = {}
 
     def port(self):
+        """A TCP port of 127.0.0.1 that nothing listens on now."""
         base = 20000 + (os.getpid() % 200) * 50
-        self.next_port += 1
-        return base + self.next_port
+        while True:
+            self.next_port += 1
+            port = base + self.next_port % 1000
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                if probe.connect_ex(("127.0.0.1", port)) != 0:
+                    return port
 
     def new_connection(self):
         with self.lock:
