@@ -457,9 +457,15 @@ mod tests {
                     n
                 }
                 None => {
-                    let free =
-                        |r: Option<&Row>| r.is_none_or(|r| r.released || (r.until_ms as i64) < now);
-                    let pref = preferred.filter(|&p| p < self.nodes && free(self.rows.get(&p)));
+                    // The preferred id: free, or its lapsed grant was this
+                    // identity's own (a copy elsewhere must not take the
+                    // node id of an original that only missed renewals).
+                    let pref = preferred.filter(|&p| {
+                        p < self.nodes
+                            && self.rows.get(&p).is_none_or(|r| {
+                                r.released || ((r.until_ms as i64) < now && r.identity == identity)
+                            })
+                    });
                     let never = (0..self.nodes).find(|n| !self.rows.contains_key(n));
                     let ended = self
                         .rows
