@@ -107,16 +107,13 @@ class Cluster:
         self.log = os.path.join(fleet.work, name + ".log")
         self.clock_file = os.path.join(fleet.work, name + ".clock")
         self.faked = False
-        self.role = "postgres"
         with open(self.clock_file, "w") as f:
             f.write("+0\n")
         os.chmod(self.clock_file, 0o644)
 
-    def as_pg(self, *args, env=None, check=True, capture=False):
+    def as_pg(self, *args, env=None, check=True):
         cmd = ["sudo", "-u", "postgres", "env"] + [f"{k}={v}" for k, v in (env or {}).items()] + list(args)
-        return subprocess.run(cmd, cwd="/", check=check, text=True,
-                              stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
-                              stderr=subprocess.PIPE if capture else subprocess.DEVNULL)
+        return subprocess.run(cmd, cwd="/", check=check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def conf(self, *lines):
         with open(os.path.join(self.dir, "postgresql.conf"), "a") as f:
@@ -126,6 +123,12 @@ class Cluster:
     def prepare_dirs(self):
         os.makedirs(self.sock, exist_ok=True)
         shutil.chown(self.sock, "postgres", "postgres")
+
+    def relocate(self, *conf):
+        """A data directory copied from another server: its own socket
+        directory and port (the last setting in the file wins)."""
+        self.prepare_dirs()
+        self.conf(f"port = {self.port}", f"unix_socket_directories = '{self.sock}'", *conf)
 
     def init(self, *conf, preload=True):
         self.as_pg(f"{self.fleet.bin}/initdb", "-D", self.dir, "-A", "trust", "-U", "postgres", "--no-sync")
@@ -180,12 +183,8 @@ class Cluster:
         return None
 
     def kill9(self):
-        for pid in reversed(self.pids()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         pm = self.postmaster_pid()
+        self.signal_all(signal.SIGKILL)
         for _ in range(100):
             if pm is None or not alive(pm):
                 break
@@ -193,7 +192,8 @@ class Cluster:
         time.sleep(0.3)
 
     def signal_all(self, sig):
-        for pid in self.pids():
+        # The children first: the postmaster does not see them change.
+        for pid in reversed(self.pids()):
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
@@ -361,10 +361,16 @@ class Fleet:
                 raise Violation(f"the registry did not answer within {seconds} s: {sql[:80]}")
             time.sleep(0.5)
 
-    def conninfo(self, role):
+    def registry_conf(self, server):
+        """The settings of a server that claims from the registry, with
+        its own role (so that one server can be cut off)."""
+        if self.args.no_registry:
+            return []
         a, b = self.clusters["reg"], self.clusters["regs"]
-        return (f"host=127.0.0.1,127.0.0.1 port={a.port},{b.port} dbname=postgres user={role} "
-                f"target_session_attrs=read-write")
+        conninfo = (f"host=127.0.0.1,127.0.0.1 port={a.port},{b.port} dbname=postgres "
+                    f"user={self.roles[server]} target_session_attrs=read-write")
+        return [f"snowflake_id.registry = '{conninfo}'", "snowflake_id.registry_fleet = 'soak'",
+                f"snowflake_id.registry_grant = '{GRANT_MS}ms'"]
 
     # --- set-up
     def build(self):
@@ -392,32 +398,20 @@ class Fleet:
             self.clusters["regs"].start()
             reg.conf("synchronous_standby_names = '*'")
             reg.psql("SELECT pg_reload_conf()")
+        layout = [f"snowflake_id.max_clock_drift = '{DRIFT_MS}ms'", f"snowflake_id.node_bits = {NODE_BITS}"]
         for i, s in enumerate(fleet_servers):
-            c = self.new(s)
-            conf = [f"snowflake_id.max_clock_drift = '{DRIFT_MS}ms'", f"snowflake_id.node_bits = {NODE_BITS}"]
-            if self.args.no_registry:
-                conf.append(f"snowflake_id.node_id = {i + 1}")
-            else:
-                conf += [f"snowflake_id.registry = '{self.conninfo(self.roles[s])}'",
-                         "snowflake_id.registry_fleet = 'soak'", f"snowflake_id.registry_grant = '{GRANT_MS}ms'"]
-            c.init(*conf)
-            c.faked = True
-            c.start()
-        f1 = self.new("f1")
-        conf = [f"snowflake_id.node_id = {FIXED_NODE}", f"snowflake_id.max_clock_drift = '{DRIFT_MS}ms'",
-                f"snowflake_id.node_bits = {NODE_BITS}",
-                "wal_level = replica", "max_wal_senders = 10"]
-        if not self.args.no_registry:
-            conf += [f"snowflake_id.registry = '{self.conninfo(self.roles['f1'])}'",
-                     "snowflake_id.registry_fleet = 'soak'", f"snowflake_id.registry_grant = '{GRANT_MS}ms'"]
-        f1.init(*conf)
-        f1.faked = True
-        f1.start()
+            node = [f"snowflake_id.node_id = {i + 1}"] if self.args.no_registry else []
+            self.new(s).init(*layout, *node, *self.registry_conf(s))
+        self.new("f1").init(*layout, f"snowflake_id.node_id = {FIXED_NODE}", *self.registry_conf("f1"),
+                            "wal_level = replica", "max_wal_senders = 10")
+        for s in fleet_servers + ["f1"]:
+            self.clusters[s].faked = True
+            self.clusters[s].start()
         for s in fleet_servers + ["f1"]:
             c = self.clusters[s]
             c.psql("CREATE EXTENSION snowflake_id; "
                    "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), server text)")
-        self.make_f1_standby()
+        self.basebackup("f1s", "f1").start()
         for s in fleet_servers + ["f1"]:
             self.wait_issuing(s, 30)
         for s in fleet_servers + ["f1"]:
@@ -430,14 +424,9 @@ class Fleet:
             shutil.rmtree(c.dir)
         c.as_pg(f"{self.bin}/pg_basebackup", "-h", "127.0.0.1", "-p", str(src.port), "-U", "postgres",
                 "-D", c.dir, *(["-R"] if standby else []), "-X", "stream", "-c", "fast", "--no-sync")
-        c.prepare_dirs()
-        c.conf(f"port = {c.port}", f"unix_socket_directories = '{c.sock}'", *conf)
+        c.relocate(*conf)
         c.faked = src.faked
         return c
-
-    def make_f1_standby(self):
-        s = self.basebackup("f1s", "f1")
-        s.start()
 
     def wait_issuing(self, name, seconds):
         c = self.clusters[name]
@@ -701,8 +690,7 @@ class Nemesis:
                 src.signal_all(signal.SIGCONT)
             subprocess.run(["chown", "-R", "postgres:postgres", c.dir], check=True)
             os.remove(os.path.join(c.dir, "postmaster.pid"))
-            c.prepare_dirs()
-            c.conf(f"port = {c.port}", f"unix_socket_directories = '{c.sock}'")
+            c.relocate()
         else:
             # A base backup started as a primary: held until accepted.
             c = fl.basebackup(name, src.name, standby=False)
