@@ -24,13 +24,17 @@ snowflake_accept_configuration()); a server whose
 registry role is revoked; a restart with snowflake_id.node_id set by
 mistake to a node id another server holds.
 
-Checked at the end: no ID recorded twice; every ID's node id and time lie in
-a grant of the registry to the server that returned it (who_issued()); the
-IDs on each connection increase in the order they came; and, per fault, how
-long each server it touched could not issue once it was healed, against the
-bound in BOUNDS_S. A violation prints the seed and the fault schedule; the
-same --seed replays the same schedule (the faults' order, targets and
-durations; the IDs differ).
+Checked during the run (every CHECK_EVERY_S seconds, over the IDs recorded
+since, and the run stops at the first violation) and again at the end: no
+ID recorded twice; no insert refused because its table already held the ID
+(a duplicate that one server issued twice: its primary key refuses it, so
+the client never records it); the IDs on each connection increase in the
+order they came. At the end only: every ID's node id and time lie in a
+grant of the registry to the server that returned it (who_issued()); and,
+per fault, how long each server it touched could not issue once it was
+healed, against the bound in BOUNDS_S. A violation prints the seed and the
+fault schedule; the same --seed replays the same schedule (the faults'
+order, targets and durations; the IDs differ).
 
   soak.py --seed 7 --seconds 180          a short run (the test suite's)
   soak.py --minutes 60                    a long run, random seed
@@ -44,6 +48,7 @@ import collections
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -79,12 +84,20 @@ BOUNDS_S = {
     "stop_worker": 15.0,
     "stop_registry": 10.0,
     "clock_step": 12.0,        # a step back waits out the step less the drift
+    "crash_in_step": 15.0,     # the clock is right again at the heal: a restart
     "registry_failover": 15.0,  # the fence lies max_grant_ms past the failover
     "promote_standby": 15.0,
     "copy": 15.0,
     "revoke": 15.0,
     "node_id_typo": 20.0,
 }
+
+
+# How often the live check looks at the IDs recorded since its last look.
+CHECK_EVERY_S = 5.0
+# A server's insert refused because its own table already held the ID:
+# psql prints the key on the DETAIL line after the error.
+DUPLICATE_KEY = re.compile(r"Key \(id\)=\((\d+)\) already exists")
 
 
 def log(msg):
@@ -294,6 +307,9 @@ class Writer(threading.Thread):
     def read_errors(self, proc):
         for line in proc.stderr:
             line = line.strip()
+            duplicate = DUPLICATE_KEY.search(line)
+            if duplicate:
+                self.fleet.refused_duplicate(self.cluster.name, int(duplicate.group(1)))
             if line.startswith("psql:") or line.startswith("ERROR") or "error" in line:
                 key = line.split("ERROR:")[-1].strip()[:70]
                 self.errors[key] += 1
@@ -310,6 +326,7 @@ class Fleet:
         self.writers = {}
         self.lock = threading.Lock()
         self.ids = []              # (id, server, connection, order)
+        self.duplicates = []       # (id, server): inserts its primary key refused
         self.connections = 0
         self.registry_name = "reg"
         self.standby_name = "regs"
@@ -340,6 +357,10 @@ class Fleet:
         with self.lock:
             for i, v in enumerate(ids):
                 self.ids.append((v, server, conn, i))
+
+    def refused_duplicate(self, server, v):
+        with self.lock:
+            self.duplicates.append((v, server))
 
     def new(self, name):
         c = Cluster(self, name, self.port())
@@ -493,7 +514,7 @@ class Nemesis:
                     and target not in ("registry",) and kind not in ("promote_standby", "node_id_typo", "copy"):
                 target = schedule[-1]["target"]
             duration = round(rng.uniform(0.3, 2.5 * GRANT_MS / 1000), 1)
-            if kind == "clock_step":
+            if kind in ("clock_step", "crash_in_step"):
                 duration = round(rng.uniform(2, 10), 1)
             elif kind in ("kill_server", "kill_registry"):
                 # A supervisor (systemd, Patroni) starts a crashed server
@@ -501,6 +522,7 @@ class Nemesis:
                 duration = round(rng.uniform(0.2, 2.0), 1)
             schedule.append({"at": round(t, 1), "kind": kind, "target": target, "duration": duration,
                              "detail": rng.choice([-8, -3, -1, 2, 6]) if kind == "clock_step"
+                             else rng.choice([-8, -5, -3]) if kind == "crash_in_step"
                              else rng.choice(["snapshot", "backup", "backup-accepted"])
                              if kind == "copy" and not self.fleet.args.no_registry
                              else "backup" if kind == "copy"
@@ -518,21 +540,26 @@ class Nemesis:
             return self.rng.choice(servers[:4])
         return self.rng.choice(servers)
 
-    def run(self):
+    def run(self, live):
+        """Injects the schedule; stops injecting at the first violation the
+        live check sees (the faults under way are still healed)."""
         start = time.monotonic()
         threads = []
+
+        def wait_until(when):
+            while not live.problems and time.monotonic() < when:
+                time.sleep(min(0.5, max(0.0, when - time.monotonic())))
+            return not live.problems
+
         for fault in self.schedule:
-            delay = start + fault["at"] - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            if not wait_until(start + fault["at"]):
+                break
             th = threading.Thread(target=self.inject, args=(fault,), daemon=True)
             th.start()
             threads.append(th)
         for th in threads:
             th.join(timeout=180)
-        remaining = start + self.seconds - time.monotonic()
-        if remaining > 0:
-            time.sleep(remaining)
+        wait_until(start + self.seconds)
 
     def inject(self, fault):
         kind, target = fault["kind"], fault["target"]
@@ -540,7 +567,7 @@ class Nemesis:
         # once), but a clock step on a server runs beside its other faults:
         # a crash or a pause across a step is where the two meet. A fault
         # whose target is busy waits for it.
-        key = (target, kind == "clock_step")
+        key = (target, kind in ("clock_step", "crash_in_step"))
         while True:
             with self.busy_lock:
                 if key not in self.busy:
@@ -616,6 +643,20 @@ class Nemesis:
     def clock_step(self, f):
         c = self.fleet.clusters[f["name"]]
         c.set_clock(f["detail"])
+        time.sleep(f["duration"])
+        c.set_clock(0)
+        return [f["name"]]
+
+    def crash_in_step(self, f):
+        """A crash while the clock is stepped back, and a restart inside
+        the step (the clock a few seconds behind the last IDs issued):
+        where a restart that forgot its lease would issue them again. The
+        clock is right again at the heal."""
+        c = self.fleet.clusters[f["name"]]
+        c.set_clock(f["detail"])
+        c.kill9()
+        time.sleep(0.5)
+        c.start()
         time.sleep(f["duration"])
         c.set_clock(0)
         return [f["name"]]
@@ -736,23 +777,60 @@ class Nemesis:
         return [f["name"]]
 
 
-def check(fleet, nemesis):
-    problems = []
+class LiveCheck(threading.Thread):
+    """The checks that need only the client's view, run while the soak runs
+    over the IDs recorded since the last look (and once more at the end):
+    an ID recorded twice, an insert refused because its server's table
+    already held the ID, an ID not above the one before it on its
+    connection. The first violation stops the run (Nemesis.run looks at
+    `problems`), with how far into the run it was seen."""
+
+    def __init__(self, fleet):
+        super().__init__(daemon=True)
+        self.fleet = fleet
+        self.started = time.monotonic()
+        self.stopped = threading.Event()
+        self.problems = []
+        self.seen = {}             # id -> server that returned it
+        self.last = {}             # connection -> its last ID
+        self.ids_looked_at = 0
+        self.duplicates_looked_at = 0
+
+    def run(self):
+        while not self.stopped.wait(CHECK_EVERY_S):
+            self.look()
+
+    def look(self):
+        with self.fleet.lock:
+            ids = self.fleet.ids[self.ids_looked_at:]
+            refused = self.fleet.duplicates[self.duplicates_looked_at:]
+        self.ids_looked_at += len(ids)
+        self.duplicates_looked_at += len(refused)
+        found = []
+        for v, server, conn, order in ids:
+            if v in self.seen:
+                found.append(f"ID {v} recorded twice: by {self.seen[v]} and by {server}")
+            else:
+                self.seen[v] = server
+            last = self.last.get(conn)
+            if last is not None and v <= last:
+                found.append(f"connection {conn} ({server}): ID {v} came after {last}")
+            self.last[conn] = v
+        for v, server in refused:
+            found.append(f"{server} issued ID {v} twice: its table already held it (the insert was refused)")
+        if found:
+            at = time.monotonic() - self.started
+            for problem in found:
+                log(f"violation {at:.0f} s into the run: {problem}")
+            self.problems += found
+
+
+def check(fleet, nemesis, live):
+    live.stopped.set()
+    live.join(timeout=CHECK_EVERY_S * 2)
+    live.look()
+    problems = list(live.problems)
     ids = fleet.ids
-    seen = {}
-    for v, server, conn, order in ids:
-        if v in seen:
-            problems.append(f"ID {v} recorded twice: by {seen[v]} and by {server}")
-        else:
-            seen[v] = server
-    by_conn = collections.defaultdict(list)
-    for v, server, conn, order in ids:
-        by_conn[conn].append(v)
-    for conn, vs in by_conn.items():
-        for a, b in zip(vs, vs[1:]):
-            if b <= a:
-                problems.append(f"connection {conn}: ID {b} came after {a}")
-                break
     if not fleet.args.no_registry:
         problems += check_who_issued(fleet, ids)
     outages = availability(fleet, nemesis)
@@ -815,8 +893,8 @@ def main():
     seconds = args.seconds or int((args.minutes or 3) * 60)
     kinds = list(BOUNDS_S)
     if args.no_registry:
-        kinds = ["kill_server", "kill_worker", "stop_server", "stop_worker", "clock_step", "copy",
-                 "promote_standby"]
+        kinds = ["kill_server", "kill_worker", "stop_server", "stop_worker", "clock_step", "crash_in_step",
+                 "copy", "promote_standby"]
     if args.faults:
         kinds = args.faults.split(",")
     # run_all.sh stops a test that runs too long with SIGTERM: tear down.
@@ -828,13 +906,15 @@ def main():
     try:
         fleet.build()
         log("fleet up; writers running")
-        nemesis.run()
+        live = LiveCheck(fleet)
+        live.start()
+        nemesis.run(live)
         fleet.ended = time.monotonic()
         for w in fleet.writers.values():
             w.stopped.set()
         for w in fleet.writers.values():
             w.join(timeout=10)
-        problems, outages = check(fleet, nemesis)
+        problems, outages = check(fleet, nemesis, live)
         counts = collections.Counter(f["kind"] for f in nemesis.schedule if not f.get("skipped"))
         errors = [f"{f['kind']} on {f['target']}: {f['error']}" for f in nemesis.schedule if f.get("error")]
         problems += [f"fault not injected: {e}" for e in errors]
@@ -848,7 +928,8 @@ def main():
             rc = 1
             print("FAIL: the soak found:", *problems[:20], sep="\n  ", file=sys.stderr)
             print(f"replay: soak.py --seed {seed} --seconds {seconds}"
-                  f"{' --no-registry' if args.no_registry else ''}; schedule:", file=sys.stderr)
+                  f"{' --no-registry' if args.no_registry else ''}"
+                  f"{' --faults ' + args.faults if args.faults else ''}; schedule:", file=sys.stderr)
             print(json.dumps(nemesis.schedule, indent=None), file=sys.stderr)
         else:
             traced = "" if args.no_registry else ", every ID where the registry granted it"
