@@ -61,6 +61,17 @@ out="$ROOT/target/package"
 mkdir -p "$out"
 # Where cargo builds: this tree's, or CARGO_TARGET_DIR.
 target_dir=${CARGO_TARGET_DIR:-$ROOT/target}
+# One build and copy at a time in a target directory: every version's build
+# writes the same target/debug/libsnowflake_id.so, which cargo pgrx copies
+# after cargo has let go of its own lock, and scripts/test.sh runs two
+# versions at once (its with_install_lock takes the same lock). A nested
+# run (--git-rev builds through this script) holds it already.
+if [ -z "${SF_INSTALL_LOCK_HELD:-}" ]; then
+  mkdir -p "$target_dir"
+  exec 8>"$target_dir/.snowflake_install.lock"
+  flock 8
+  export SF_INSTALL_LOCK_HELD=1
+fi
 
 # An earlier commit: its sources from git, built in a directory of their own
 # (in this tree's target directory: below), packed by this script. A commit's packages never change, so they are kept in the

@@ -13,26 +13,29 @@
 #      fallback of set-up installed for real (tests/setup/fallbacks.sh);
 #   2. cargo fmt --check; cargo clippy -D warnings with 15's and 19's
 #      features (or the first version asked for when neither is) runs in
-#      the background compile job of step 3d;
-#   3. for each version, one after the other:
-#      a. cargo pgrx test pgNN: the pure unit and property tests of the core
-#         and the #[pg_test] tests inside a server (run as postgres);
-#      b. cargo pgrx install into that server: --release on 15, whose
-#         integration tests count instructions and build the release
-#         packages; a debug build on 16 to 19, which reuses step a's
-#         dependencies (2 minutes less per version on 2 cores), and whose
-#         packages (package_install, deb_package) are then debug builds too
-#         (SF_PACKAGE_DEBUG=1: the same files, with overflow checks on);
-#      c. the pg_regress suite;
-#      d. the integration tests that drive real clusters from outside
-#         (during the first version's, the background compile job runs
-#         clippy and builds the later versions' tests, at the lowest
-#         priority): on 15
-#         all of them but those that need a later version; on 16 to 19
-#         those that exercise version-specific server behaviour
-#         (VERSION_TESTS below) and each version's own (ONE_VERSION_TESTS:
-#         two logical writers on 17, Citus and settings refusal on 18, the
-#         registry and the Debian package on 19);
+#      the background compile job of step 3a;
+#   3. for each version: cargo pgrx test pgNN (the pure unit and property
+#      tests of the core and the #[pg_test] tests inside a server, run as
+#      postgres); cargo pgrx install into that server; the pg_regress
+#      suite; the integration tests that drive real clusters from outside:
+#      on 15 all of them but those that need a later version; on 16 to 19
+#      those that exercise version-specific server behaviour (VERSION_TESTS
+#      below) and each version's own (ONE_VERSION_TESTS: two logical
+#      writers on 17, Citus and settings refusal on 18, the registry and
+#      the Debian package on 19). 15 installs its --release build (its
+#      tests count instructions and build the release packages); 16 to 19
+#      install a debug build, which reuses cargo pgrx test's dependencies,
+#      and build debug packages (SF_PACKAGE_DEBUG=1: the same files, with
+#      overflow checks on). The order, for the time on 2 cores:
+#      a. the first version (15) installs a debug build first and runs its
+#         pg_regress suite and integration tests on it, while the
+#         background compile job (at the lowest priority) builds its test
+#         binary and its release library, runs clippy and builds the later
+#         versions' tests; then its cargo pgrx test, its release install
+#         and the integration tests that need the release build;
+#      b. the later versions in two lanes at once (16 and 18 in this
+#         shell, 17 and 19 beside it, their output printed when they end;
+#         SF_TEST_LANES=1: one lane);
 #   4. a real pg_upgrade from 17 to 18 and from 18 to 19, each when both
 #      were tested (tests/upgrade/pg_upgrade.sh; why not from 15: UPGRADES
 #      below).
@@ -92,7 +95,7 @@ while [ $# -gt 0 ]; do
       esac
       shift 2
       ;;
-    -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test: unknown argument '$1' (usage: scripts/test.sh [--pg 15|16|17|18|19]...)" >&2; exit 2 ;;
   esac
 done
@@ -103,7 +106,6 @@ step() {
   printf '     (took %ds)\n\n==== %s\n' $((SECONDS - step_start)) "$*"
   step_start=$SECONDS
 }
-declare -a summary=()
 
 step "sources: can a fresh machine fetch every pinned server file?"
 bash scripts/check_sources.sh
@@ -132,21 +134,39 @@ for v in "${versions[@]}"; do case $v in 15 | 19) clippy_versions+=("$v") ;; esa
 # The background compile job. The integration tests spend most of their
 # time waiting on servers (a grant to run out, a standby to catch up, a
 # clock to pass a bound), and the compiler needs both cores for minutes a
-# version; so while the first version's integration tests run, one
-# background job runs clippy and then builds every later version's test
-# binary, which `cargo pgrx test` and `cargo pgrx install` of that version
-# then find fresh (the library and the test binary share their
-# dependencies: Cargo.toml's resolver and build-override). It runs at the
-# lowest CPU priority (nice 19, idle I/O class), so a server or a test that
-# wants the CPU gets it at once; cargo's lock on the target directory keeps
-# it and a foreground cargo from building at the same time. Its output goes
-# to a log, printed when it fails; the run fails when it does, checked
-# before each later version and at the end.
+# version; so the first version installs a debug build (its dependencies
+# are the only build on the critical path), and while its integration
+# tests run, one background job builds the rest: that version's test
+# binary (and on 15 its release library), clippy, and every later
+# version's test binary, which `cargo pgrx test` and `cargo pgrx install`
+# of that version then find fresh (the library and the test binary share
+# their dependencies: Cargo.toml's resolver and build-override). It runs
+# at the lowest CPU priority (nice 19, idle I/O class), so a server or a
+# test that wants the CPU gets it at once; cargo's lock on the target
+# directory keeps it and a foreground cargo from building at the same
+# time. None of its builds writes the library files that an install
+# copies (target/debug/libsnowflake_id.so; a release build only for 15,
+# installed after it ends). Its output goes to a log, printed when it
+# fails; the run fails when it does, checked before each later step and at
+# the end.
 BACKGROUND_LOG=$(mktemp /tmp/snowflake_test_background.XXXXXX)
 BACKGROUND_RC=$BACKGROUND_LOG.status
 background_pid= background_started=0
+first=${versions[0]}
 background_compile() {
   local v started
+  started=$SECONDS
+  echo "== cargo test --lib --no-run (pg$first: cargo pgrx test's build)"
+  cargo test --lib --no-run --no-default-features --features "pg$first pg_test"
+  echo "== pg$first built ($((SECONDS - started))s)"
+  if [ "$first" = 15 ]; then
+    # The command `cargo pgrx install --release` runs (its arguments to
+    # rustc included, or it would build the crate again).
+    started=$SECONDS
+    echo "== cargo rustc --lib --release (pg15: cargo pgrx install --release's build)"
+    cargo rustc --lib --release --features pg15 --no-default-features -- -C link-arg=-Wl,--no-gc-sections
+    echo "== pg15 release built ($((SECONDS - started))s)"
+  fi
   for v in "${clippy_versions[@]}"; do
     started=$SECONDS
     echo "== cargo clippy --all-targets -- -D warnings (pg$v)"
@@ -161,9 +181,8 @@ background_compile() {
   done
 }
 start_background_compile() {
-  [ "$background_started" -eq 0 ] || return 0
   background_started=1
-  step "background compile job (clippy on ${clippy_versions[*]}, then the builds of ${versions[*]:1}) started; log: $BACKGROUND_LOG"
+  step "background compile job (the test build of $first$([ "$first" = 15 ] && echo ' and its release build'), clippy on ${clippy_versions[*]}, the builds of ${versions[*]:1}) started; log: $BACKGROUND_LOG"
   # Its own process group (job control on for the fork), so that the exit
   # trap stops cargo and rustc with it.
   set -m
@@ -193,59 +212,153 @@ check_background_compile() {
   fi
 }
 
+# Two versions' steps at once (the lanes, below) must not both build and
+# install: `cargo pgrx test`, `cargo pgrx install` and scripts/package.sh
+# copy target/debug/libsnowflake_id.so after cargo has let go of its own
+# lock, and every version's build writes that one file. They hold this
+# lock from the build to the copy (scripts/package.sh takes it itself).
+mkdir -p "${CARGO_TARGET_DIR:-$ROOT/target}"
+INSTALL_LOCK=${CARGO_TARGET_DIR:-$ROOT/target}/.snowflake_install.lock
+with_install_lock() { flock "$INSTALL_LOCK" "$@"; }
+
+# Integration tests of 15 that run once its release build is installed:
+# they count instructions, build the release packages, and issue faster
+# than the clock allows (which a debug build does not).
+RELEASE_TESTS="instructions package_install deb_package clock_burst"
+
 PGRX_TEST_DIR=$(mktemp -d /tmp/snowflake_pgrx_test.XXXXXX)
 chown postgres:postgres "$PGRX_TEST_DIR"
+SUMMARY_FILE=$(mktemp /tmp/snowflake_test_summary.XXXXXX)
+LANE_LOG=$(mktemp /tmp/snowflake_test_lane.XXXXXX)
+lane_pid=
 stop_background() {
   [ -z "$background_pid" ] || kill -- "-$background_pid" 2>/dev/null || true
-  rm -rf "$PGRX_TEST_DIR" "$BACKGROUND_LOG" "$BACKGROUND_RC"
+  if [ -n "$lane_pid" ]; then
+    kill -- "-$lane_pid" 2>/dev/null || true
+    echo "test: the second lane was stopped; its log so far:" >&2
+    tail -50 "$LANE_LOG" >&2
+  fi
+  rm -rf "$PGRX_TEST_DIR" "$BACKGROUND_LOG" "$BACKGROUND_RC" "$SUMMARY_FILE" "$LANE_LOG"
 }
 trap stop_background EXIT
 
-for v in "${versions[@]}"; do
-  version_start=$SECONDS
-  check_background_compile
+# A version's `cargo pgrx test`: the pure unit and property tests and the
+# #[pg_test] tests inside a server, run as postgres.
+pgrx_test() {
+  step "pg$1: cargo pgrx test (unit, property and #[pg_test] tests) on $("$2" --version)"
+  with_install_lock cargo pgrx test "pg$1" --runas postgres --pgdata "$PGRX_TEST_DIR/data$1"
+}
+# Installs the build a version's tests use: --release on 15, debug on the
+# others (see 3 above); package tests build the same profile.
+install_build() {
+  if [ "$1" = 15 ]; then
+    step "pg$1: cargo pgrx install --release"
+    with_install_lock cargo pgrx install --release --pg-config "$2"
+    export SF_PACKAGE_DEBUG=0
+  else
+    step "pg$1: cargo pgrx install (a debug build: see 3 above)"
+    with_install_lock cargo pgrx install --pg-config "$2"
+    export SF_PACKAGE_DEBUG=1
+  fi
+}
+# A version's integration tests, less those named in $2: on 15 all but
+# those that need a later version (or a build of the one version that
+# runs them), on the others VERSION_TESTS and the version's own.
+integration_tests() {
+  local v=$1 leave_out=${2:-} names=() name f
+  if [ "$v" = 15 ]; then
+    for f in tests/integration/*.sh; do
+      name=$(basename "$f" .sh)
+      case $name in lib | lib_* | run_all) continue ;; esac
+      case " $NOT_ON_15 $leave_out " in *" $name "*) continue ;; esac
+      names+=("$name")
+    done
+    step "pg$v: integration tests (all but: $NOT_ON_15${leave_out:+; and, after the release build: $leave_out})"
+  else
+    # shellcheck disable=SC2206 # the names are words
+    names=("${VERSION_TESTS[@]}" ${ONE_VERSION_TESTS[$v]:-})
+    step "pg$v: integration tests (${names[*]})"
+  fi
+  bash tests/integration/run_all.sh "${names[@]}"
+}
+
+# One version's suite: `cargo pgrx test`, the install, pg_regress, the
+# integration tests.
+run_version() {
+  local v=$1 version_start=$SECONDS pg_config
   pg_config=$(pg_config_for "$v")
   [ -n "$pg_config" ] || { echo "test: PostgreSQL $v is not installed (scripts/setup.sh --pg $v)" >&2; exit 1; }
   export PG_BIN; PG_BIN=$("$pg_config" --bindir)
 
-  step "pg$v: cargo pgrx test (unit, property and #[pg_test] tests) on $("$pg_config" --version)"
-  cargo pgrx test "pg$v" --runas postgres --pgdata "$PGRX_TEST_DIR/data$v"
-
-  if [ "$v" = 15 ]; then
-    step "pg$v: cargo pgrx install --release"
-    cargo pgrx install --release --pg-config "$pg_config"
-    export SF_PACKAGE_DEBUG=0
-  else
-    step "pg$v: cargo pgrx install (a debug build: see 3b above)"
-    cargo pgrx install --pg-config "$pg_config"
+  if [ "$v" = "$first" ]; then
+    # The first version: a debug build installed and tested while the
+    # background job builds the rest; then its cargo pgrx test, and on 15
+    # the release build with the tests that need it.
+    step "pg$v: cargo pgrx install (a debug build; the background job builds the rest)"
+    with_install_lock cargo pgrx install --pg-config "$pg_config"
     export SF_PACKAGE_DEBUG=1
-  fi
-
-  step "pg$v: pg_regress suite"
-  bash tests/pg_regress/run.sh
-
-  start_background_compile
-
-  if [ "$v" = 15 ]; then
-    # All, but those that need 16 or later or a build of the one version
-    # that runs them.
-    all=()
-    for f in tests/integration/*.sh; do
-      name=$(basename "$f" .sh)
-      case $name in lib | lib_* | run_all) continue ;; esac
-      case " $NOT_ON_15 " in *" $name "*) continue ;; esac
-      all+=("$name")
-    done
-    step "pg$v: integration tests (all but: $NOT_ON_15)"
-    bash tests/integration/run_all.sh "${all[@]}"
+    step "pg$v: pg_regress suite"
+    bash tests/pg_regress/run.sh
+    start_background_compile
+    if [ "$v" = 15 ]; then integration_tests "$v" "$RELEASE_TESTS"; else integration_tests "$v"; fi
+    check_background_compile
+    pgrx_test "$v" "$pg_config"
+    if [ "$v" = 15 ]; then
+      install_build "$v" "$pg_config"
+      step "pg$v: integration tests of the release build ($RELEASE_TESTS)"
+      # shellcheck disable=SC2086 # the names are words
+      bash tests/integration/run_all.sh $RELEASE_TESTS
+    fi
   else
-    # shellcheck disable=SC2206 # the names are words
-    tests=("${VERSION_TESTS[@]}" ${ONE_VERSION_TESTS[$v]:-})
-    step "pg$v: integration tests (${tests[*]})"
-    bash tests/integration/run_all.sh "${tests[@]}"
+    pgrx_test "$v" "$pg_config"
+    install_build "$v" "$pg_config"
+    step "pg$v: pg_regress suite"
+    bash tests/pg_regress/run.sh
+    integration_tests "$v"
   fi
-  summary+=("pg$v: $(((SECONDS - version_start + 30) / 60)) min")
+  echo "pg$v: $(((SECONDS - version_start + 30) / 60)) min" >>"$SUMMARY_FILE"
+}
+
+run_version "$first"
+
+# The later versions, in two lanes at once (SF_TEST_LANES=1: one after the
+# other): their integration tests wait on servers most of the time, as the
+# first version's do, and every version has its own installation, its own
+# clusters (each test its own ports and directories) and its own
+# `cargo pgrx test` data directory and port. The background job has built
+# their tests by now (waited for here: cargo's lock would make both lanes
+# wait for it anyway). The second lane's output goes to a log, printed when
+# it ends (or, when the first lane fails, its last lines).
+rest=("${versions[@]:1}")
+if [ ${#rest[@]} -gt 0 ]; then
+  check_background_compile --wait
+fi
+lane_a=() lane_b=()
+for i in "${!rest[@]}"; do
+  if [ "${SF_TEST_LANES:-2}" = 1 ] || [ $((i % 2)) = 0 ]; then lane_a+=("${rest[$i]}"); else lane_b+=("${rest[$i]}"); fi
 done
+if [ ${#lane_b[@]} -gt 0 ]; then
+  step "the second lane (${lane_b[*]}) started beside the first (${lane_a[*]}); its log: $LANE_LOG"
+  set -m
+  (
+    set +m
+    step_start=$SECONDS
+    for v in "${lane_b[@]}"; do run_version "$v"; done
+  ) >"$LANE_LOG" 2>&1 </dev/null &
+  lane_pid=$!
+  set +m
+fi
+for v in "${lane_a[@]}"; do run_version "$v"; done
+if [ -n "$lane_pid" ]; then
+  step "waiting for the second lane (${lane_b[*]})"
+  lane_rc=0
+  wait "$lane_pid" || lane_rc=$?
+  lane_pid=
+  echo "---- the second lane's output (${lane_b[*]}):"
+  cat "$LANE_LOG"
+  echo "---- end of the second lane's output"
+  [ "$lane_rc" -eq 0 ] || { echo "test: the second lane (${lane_b[*]}) failed (status $lane_rc): its output is above" >&2; exit 1; }
+fi
 
 for upgrade in "${UPGRADES[@]}"; do
   from=${upgrade%:*} to=${upgrade#*:}
@@ -254,7 +367,7 @@ for upgrade in "${UPGRADES[@]}"; do
   upgrade_start=$SECONDS
   PG_BIN=$("$(pg_config_for "$from")" --bindir) NEW_PG_BIN=$("$(pg_config_for "$to")" --bindir) \
     bash tests/integration/run_all.sh --dir tests/upgrade pg_upgrade
-  summary+=("pg_upgrade $from -> $to: $(((SECONDS - upgrade_start + 30) / 60)) min")
+  echo "pg_upgrade $from -> $to: $(((SECONDS - upgrade_start + 30) / 60)) min" >>"$SUMMARY_FILE"
 done
 
 if [ -n "$background_pid" ]; then
@@ -262,8 +375,8 @@ if [ -n "$background_pid" ]; then
   check_background_compile --wait
 fi
 step "done"
-printf '%s\n' "${summary[@]}"
+cat "$SUMMARY_FILE"
 echo "all steps passed in $((SECONDS / 60)) min"
 # The closing line: each version's suite and the upgrade test passed (any
 # failure has stopped the run before this line, with a non-zero status).
-echo "suites: ${#summary[@]} passed, 0 failed"
+echo "suites: $(wc -l <"$SUMMARY_FILE") passed, 0 failed"
