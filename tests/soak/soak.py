@@ -93,6 +93,11 @@ BOUNDS_S = {
 }
 
 
+# How long a server that no fault touched may go without a commit: one
+# server's fault must not stop another (a takeover, a registry that
+# refuses the fleet, a machine-wide stall), while its own fault may.
+BYSTANDER_BOUND_S = 5.0
+
 # How often the live check looks at the IDs recorded since its last look.
 CHECK_EVERY_S = 5.0
 # A server's insert refused because its own table already held the ID:
@@ -290,7 +295,9 @@ class Writer(threading.Thread):
                             ids.append(int(line))
                     if ids:
                         self.fleet.record(self.cluster.name, conn, ids)
-                        self.ok_times.append(time.monotonic())
+                        now = time.monotonic()
+                        self.ok_times.append(now)
+                        self.fleet.commit_times[self.cluster.name].append(now)
                     else:
                         time.sleep(0.05)
                     time.sleep(0.01)
@@ -327,6 +334,7 @@ class Fleet:
         self.lock = threading.Lock()
         self.ids = []              # (id, server, connection, order)
         self.duplicates = []       # (id, server): inserts its primary key refused
+        self.commit_times = collections.defaultdict(list)  # server -> its commits (any writer)
         self.connections = 0
         self.registry_name = "reg"
         self.standby_name = "regs"
@@ -543,7 +551,7 @@ class Nemesis:
     def run(self, live):
         """Injects the schedule; stops injecting at the first violation the
         live check sees (the faults under way are still healed)."""
-        start = time.monotonic()
+        start = self.started = time.monotonic()
         threads = []
 
         def wait_until(when):
@@ -578,6 +586,11 @@ class Nemesis:
             fault["name"] = self.fleet.fixed_name if target == "fixed" else target
         try:
             log(f"fault {kind} on {target} for {fault['duration']} s ({fault['detail']})")
+            fault["started"] = time.monotonic()
+            # Whom it may stop, besides those it returns: both servers of
+            # a promotion (the loser leaves the fleet).
+            fault["affects"] = [self.fleet.fixed_name, self.fleet.fixed_standby_name] \
+                if kind == "promote_standby" else []
             touched = getattr(self, kind)(fault)
             # The writers of the servers it touched, as they are at the heal
             # (a server's writer is replaced when it leaves and comes back).
@@ -837,7 +850,41 @@ def check(fleet, nemesis, live):
     for kind, worst, server in outages:
         if worst > BOUNDS_S[kind]:
             problems.append(f"after {kind}, {server} could not issue for {worst:.1f} s (bound {BOUNDS_S[kind]} s)")
-    return problems, outages
+    stalls = bystander_stalls(fleet, nemesis)
+    problems += [f"{server} could not issue for {gap:.1f} s ({at:.0f} s into the run) while no fault touched it "
+                 f"(bound {BYSTANDER_BOUND_S} s)" for gap, server, at in stalls if gap > BYSTANDER_BOUND_S]
+    return problems, outages, stalls
+
+
+def bystander_stalls(fleet, nemesis):
+    """Availability during faults: each stretch without a commit on a
+    server while no fault touched it, from the fault's start to the end of
+    its bound after the heal (a fault on the whole registry touches every
+    server). The copies, themselves faults, are left out. A server still
+    in the fleet at the end counts the stretch from its last commit to the
+    end. Returns (seconds, server, when), longest first."""
+    busy = collections.defaultdict(list)
+    for kind, _, healed, writers, fault in nemesis.done:
+        for name in [n for n, _ in writers] + fault.get("affects", []):
+            busy[name].append((fault["started"], healed + BOUNDS_S[kind]))
+    # A fault not healed (its error fails the soak anyway) may have
+    # touched anyone from its start.
+    for fault in nemesis.schedule:
+        if fault.get("error") and "started" in fault:
+            for name in fleet.commit_times:
+                busy[name].append((fault["started"], fleet.ended))
+    stalls = []
+    for name, times in fleet.commit_times.items():
+        if name.startswith("copy") or not times:
+            continue
+        ends = list(times)
+        writer = fleet.writers.get(name)
+        if writer is not None and writer.retired_at is None:
+            ends.append(fleet.ended)
+        for a, b in zip(ends, ends[1:]):
+            if b - a > 1.0 and not any(start <= b and end >= a for start, end in busy[name]):
+                stalls.append((b - a, name, a - nemesis.started))
+    return sorted(stalls, reverse=True)
 
 
 def check_who_issued(fleet, ids):
@@ -914,13 +961,15 @@ def main():
             w.stopped.set()
         for w in fleet.writers.values():
             w.join(timeout=10)
-        problems, outages = check(fleet, nemesis, live)
+        problems, outages, stalls = check(fleet, nemesis, live)
         counts = collections.Counter(f["kind"] for f in nemesis.schedule if not f.get("skipped"))
         errors = [f"{f['kind']} on {f['target']}: {f['error']}" for f in nemesis.schedule if f.get("error")]
         problems += [f"fault not injected: {e}" for e in errors]
         log(f"{len(fleet.ids)} IDs recorded on {fleet.connections} connections; faults: {dict(counts)}")
         for kind, worst_s, server in outages:
             log(f"  longest wait after {kind}: {worst_s:.1f} s ({server}; bound {BOUNDS_S[kind]} s)")
+        longest = f"{stalls[0][0]:.1f} s ({stalls[0][1]})" if stalls else "none over 1 s"
+        log(f"  longest stall of a server no fault touched: {longest}; bound {BYSTANDER_BOUND_S} s")
         for name, w in fleet.writers.items():
             if w.errors:
                 log(f"  {name} errors: {dict(w.errors.most_common(4))}")
