@@ -344,6 +344,7 @@ if [ ${#lane_b[@]} -gt 0 ]; then
     set +m
     step_start=$SECONDS
     for v in "${lane_b[@]}"; do run_version "$v"; done
+    step "the second lane (${lane_b[*]}) done"
   ) >"$LANE_LOG" 2>&1 </dev/null &
   lane_pid=$!
   set +m

@@ -2,10 +2,11 @@
 # The short fault soak (tests/soak/soak.py; docs/reliability.md): a registry
 # with a synchronous standby, four servers claiming node ids from it, a
 # server with a fixed node id and its standby, writers on every server, and
-# faults of every kind drawn from fixed seeds, several at once; then every
-# recorded ID checked (none twice, each where the registry granted it, each
-# connection's increasing) and each server's wait after each fault against
-# its bound. Then the same without a registry (fixed node ids, the lease
+# faults of every kind drawn from fixed seeds, several at once; every
+# recorded ID checked during the run and at the end (none twice, none
+# refused by its server's primary key, each connection's increasing, each
+# where the registry granted it), each server's wait after each fault
+# against its bound, and no server stalled while no fault touched it. Then the same without a registry (fixed node ids, the lease
 # file and the WAL only). A failure prints the seed and the schedule, which
 # `python3 tests/soak/soak.py --seed N --seconds S` replays.
 . "$(dirname "$0")/lib.sh"

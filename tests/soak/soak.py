@@ -30,9 +30,10 @@ ID recorded twice; no insert refused because its table already held the ID
 (a duplicate that one server issued twice: its primary key refuses it, so
 the client never records it); the IDs on each connection increase in the
 order they came. At the end only: every ID's node id and time lie in a
-grant of the registry to the server that returned it (who_issued()); and,
-per fault, how long each server it touched could not issue once it was
-healed, against the bound in BOUNDS_S. A violation prints the seed and the
+grant of the registry to the server that returned it (who_issued()); per
+fault, how long each server it touched could not issue once it was healed,
+against the bound in BOUNDS_S; and that no server went BYSTANDER_BOUND_S
+without a commit while no fault touched it. A violation prints the seed and the
 fault schedule; the same --seed replays the same schedule (the faults'
 order, targets and durations; the IDs differ).
 
