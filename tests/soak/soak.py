@@ -99,6 +99,10 @@ BOUNDS_S = {
 # refuses the fleet, a machine-wide stall), while its own fault may.
 BYSTANDER_BOUND_S = 5.0
 
+# How many IDs the end's check gives to who_issued() itself (all of them
+# go through its rule over the grants table: check_who_issued).
+WHO_ISSUED_SAMPLE = 20000
+
 # How often the live check looks at the IDs recorded since its last look.
 CHECK_EVERY_S = 5.0
 # A server's insert refused because its own table already held the ID:
@@ -890,7 +894,14 @@ def bystander_stalls(fleet, nemesis):
 
 def check_who_issued(fleet, ids):
     """Every ID lies in a grant to the server that returned it: the grant's
-    port is that server's (copies and a promoted standby have their own)."""
+    port is that server's (copies and a promoted standby have their own).
+    Every ID by who_issued()'s rule over the registry's grants, here (one
+    call of the function per ID takes minutes per million IDs, longer than
+    a long run's check may); and up to WHO_ISSUED_SAMPLE of them by the
+    function itself, in the registry."""
+    problems = check_grants(fleet, ids)
+    if len(ids) > WHO_ISSUED_SAMPLE:
+        ids = random.Random(0).sample(ids, WHO_ISSUED_SAMPLE)
     reg = fleet.registry()
     path = os.path.join(fleet.work, "ids.tsv")
     with open(path, "w") as f:
@@ -906,9 +917,34 @@ def check_who_issued(fleet, ids):
                "GROUP BY i.id, i.port HAVING count(w.port) <> 1 OR min(w.port) <> i.port LIMIT 20"],
         text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if out.returncode != 0:
-        return [f"who_issued check failed: {out.stderr.strip()}"]
-    return [f"ID {line.split('|')[0]} returned by the server on port {line.split('|')[1]}, "
+        return problems + [f"who_issued check failed: {out.stderr.strip()}"]
+    return problems + [f"ID {line.split('|')[0]} returned by the server on port {line.split('|')[1]}, "
             f"granted to port(s) {line.split('|')[2]}" for line in out.stdout.split()]
+
+
+def check_grants(fleet, ids):
+    """who_issued()'s rule for every ID: exactly one grant of the ID's node
+    id with floor_ms < the ID's millisecond <= until_ms, and its port the
+    server's. The first 20 violations."""
+    layout = fleet.registry_psql("SELECT node_bits || ' ' || sequence_bits "
+                                 "FROM snowflake_registry.fleets WHERE fleet = 'soak'")
+    node_bits, sequence_bits = map(int, layout.split())
+    grants = collections.defaultdict(list)
+    rows = fleet.registry_psql("SELECT node_id, floor_ms, until_ms, coalesce(port, 0) "
+                               "FROM snowflake_registry.grants WHERE fleet = 'soak'")
+    for line in rows.split():
+        node, floor_ms, until_ms, port = map(int, line.split("|"))
+        grants[node].append((floor_ms, until_ms, port))
+    problems = []
+    for v, server, _, _ in ids:
+        ms, node = v >> (node_bits + sequence_bits), (v >> sequence_bits) & ((1 << node_bits) - 1)
+        ports = [port for floor_ms, until_ms, port in grants[node] if floor_ms < ms <= until_ms]
+        if ports != [fleet.clusters[server].port]:
+            problems.append(f"ID {v} returned by the server on port {fleet.clusters[server].port}, "
+                            f"granted to port(s) {','.join(map(str, ports)) or 'none'} (the grants table)")
+            if len(problems) >= 20:
+                break
+    return problems
 
 
 def availability(fleet, nemesis):
