@@ -6,14 +6,20 @@
 # recorded ID checked during the run and at the end (none twice, none
 # refused by its server's primary key, each connection's increasing, each
 # where the registry granted it), each server's wait after each fault
-# against its bound, and no server stalled while no fault touched it. Then the same without a registry (fixed node ids, the lease
-# file and the WAL only). A failure prints the seed and the schedule, which
-# `python3 tests/soak/soak.py --seed N --seconds S` replays.
+# against its bound, and no server stalled while no fault touched it. Then
+# the same without a registry (fixed node ids, the lease file and the WAL
+# only). A failure prints the seed and the schedule, which
+# `python3 tests/soak/soak.py --seed N --seconds S` replays. First the
+# soak's own checks on made-up timelines (tests/soak/test_checks.py).
 . "$(dirname "$0")/lib.sh"
 require_installed_extension
 [ -r "${SF_FAKETIME_LIB:-/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1}" ] ||
   fail "libfaketime is not installed (scripts/setup.sh installs it)"
 soak=$(dirname "$0")/../soak/soak.py
+
+python3 "$(dirname "$0")/../soak/test_checks.py" 2>&1 | tail -3 ||
+  fail "the soak's own checks failed on made-up timelines"
+pass "the soak's checks (made-up timelines)"
 
 # Seed 1's schedule starts every fault kind within its first minute.
 python3 "$soak" --seed "${SF_SOAK_SEED:-1}" --seconds "${SF_SOAK_SECONDS:-120}" ||
