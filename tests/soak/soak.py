@@ -109,6 +109,11 @@ WHO_ISSUED_SAMPLE = 20000
 
 # How often the live check looks at the IDs recorded since its last look.
 CHECK_EVERY_S = 5.0
+# The most connections one server's registry role may hold on the registry
+# at once, seen by the live check: a server, its copy and a promoted standby
+# share a role, each with one registry worker; connections a partition left
+# hanging must be closed, not piled up until the registry refuses the fleet.
+REGISTRY_CONNECTIONS_BOUND = 4
 # A server's insert refused because its own table already held the ID:
 # psql prints the key on the DETAIL line after the error.
 DUPLICATE_KEY = re.compile(r"Key \(id\)=\((\d+)\) already exists")
@@ -229,15 +234,15 @@ class Cluster:
             except ProcessLookupError:
                 pass
 
-    def psql(self, sql, user="postgres", check=True):
+    def psql(self, sql, user="postgres", check=True, timeout=60):
         try:
             r = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
                                 "-p", str(self.port), "-U", user, "-d", "postgres", "-c", sql],
-                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                                env=dict(os.environ, PGCONNECT_TIMEOUT="3"))
         except subprocess.TimeoutExpired:
             if check:
-                raise Violation(f"psql on {self.name} took over 60 s: {sql[:80]}")
+                raise Violation(f"psql on {self.name} took over {timeout} s: {sql[:80]}")
             return None
         if check and r.returncode != 0:
             raise Violation(f"psql on {self.name} failed: {sql[:80]}: {r.stderr.strip()}")
@@ -290,13 +295,20 @@ class RegistryPath:
 
     def accept(self, listener, target):
         while True:
-            client, _ = listener.accept()
-            threading.Thread(target=self.relay, args=(client, target), daemon=True).start()
+            try:
+                client, _ = listener.accept()
+                threading.Thread(target=self.relay, args=(client, target), daemon=True).start()
+            except (OSError, RuntimeError) as e:
+                # A relay that stopped accepting would cut its server off
+                # for good, an outage with no fault to explain it.
+                log(f"relay to {target.name} on {listener.getsockname()[1]}: {e!r}; accepting again")
+                time.sleep(0.1)
 
     def relay(self, client, target):
         self.open.wait()
         try:
             upstream = socket.create_connection(("127.0.0.1", target.port), timeout=5)
+            upstream.settimeout(None)
         except OSError:
             client.close()
             return
@@ -690,6 +702,7 @@ class Nemesis:
             self.done.append((kind, target, time.monotonic(), writers, fault))
         except Exception as e:  # a fault that could not be injected or healed fails the soak
             fault["error"] = repr(e)
+            fault["failed_at"] = time.monotonic()
             log(f"fault {kind} on {target} could not be injected: {e!r}")
         finally:
             with self.busy_lock:
@@ -832,6 +845,9 @@ class Nemesis:
         fl.stop_writer(loser.name)
         time.sleep(0.5)
         loser.stop("immediate")
+        # The winner is the fixed server from here on, even if what follows
+        # fails (the next promotion rebuilds the standby first).
+        fl.fixed_name, fl.fixed_standby_name = winner.name, loser.name
         if holder() == loser.dir:
             # The loser took the node id over between the look and its stop
             # (its claim, retried, came while the winner's grant had lapsed
@@ -842,9 +858,6 @@ class Nemesis:
             log(f"{loser.name} took node id {FIXED_NODE} over before it stopped: {winner.name} restarted")
             winner.stop()
             winner.start()
-        # The winner is the fixed server from here on, even if the loser's
-        # rebuild fails (the next promotion rebuilds it first).
-        fl.fixed_name, fl.fixed_standby_name = winner.name, loser.name
         fl.basebackup(loser.name, winner.name).start()
         return [winner.name]
 
@@ -940,10 +953,34 @@ class LiveCheck(threading.Thread):
         self.last = {}             # connection -> its last ID
         self.ids_looked_at = 0
         self.duplicates_looked_at = 0
+        self.registry_connections = {}  # role -> (most seen at once, seconds into the run)
 
     def run(self):
         while not self.stopped.wait(CHECK_EVERY_S):
             self.look()
+            try:
+                self.count_registry_connections()
+            except Exception as e:  # the count must not end the live check
+                log(f"counting the registry's connections failed: {e!r}")
+
+    def count_registry_connections(self):
+        """The registry's connections per server role, now (a registry that
+        does not answer is skipped: another fault has it)."""
+        if self.fleet.args.no_registry:
+            return
+        out = self.fleet.registry().psql("SELECT usename, count(*) FROM pg_stat_activity "
+                                         "WHERE starts_with(usename, 'node_') GROUP BY usename",
+                                         check=False, timeout=5)
+        at = time.monotonic() - self.started
+        for line in (out or "").split():
+            role, count = line.split("|")
+            if int(count) > self.registry_connections.get(role, (0, 0))[0]:
+                self.registry_connections[role] = (int(count), at)
+            if int(count) > REGISTRY_CONNECTIONS_BOUND:
+                problem = (f"the registry held {count} connections of {role} at once "
+                           f"(bound {REGISTRY_CONNECTIONS_BOUND})")
+                log(f"violation {at:.0f} s into the run: {problem}")
+                self.problems.append(problem)
 
     def look(self):
         with self.fleet.lock:
@@ -1053,8 +1090,9 @@ def outages(fleet, nemesis):
     re-claim). A free stretch no healed fault's bound reaches is a
     bystander's stall, held to BYSTANDER_BOUND_S: one server's fault must
     not stop another. A fault on the registry touches every server; one
-    that was not healed (an error, which fails the soak anyway) touches
-    every server until the end. Copies are left out (they are faults).
+    that failed (an error, which fails the soak anyway) counts as healed
+    when it failed, on its own server. Copies are left out (they are
+    faults).
 
     Returns (violations, worst wait per kind {kind: (seconds, server)},
     bystander stalls [(seconds, server, seconds into the run)])."""
@@ -1065,8 +1103,12 @@ def outages(fleet, nemesis):
     servers = {w.cluster.name for w in fleet.all_writers}
     for fault in nemesis.schedule:
         if fault.get("error") and "started" in fault:
-            for name in servers:
-                spans[name].append((fault["started"], fleet.ended, 0.0, fault["kind"]))
+            # Its own server (every server, for the registry's), as if healed
+            # when it failed: its error fails the soak anyway, and the
+            # others' outages stay counted.
+            touched = servers if fault["target"] == "registry" else {fault["name"], *fault.get("affects", [])}
+            for name in touched:
+                spans[name].append((fault["started"], fault["failed_at"], BOUNDS_S[fault["kind"]], fault["kind"]))
     problems, worst, stalls = [], {}, []
     for w in fleet.all_writers:
         name = w.cluster.name
@@ -1153,6 +1195,10 @@ def main():
         log(f"{len(fleet.ids)} IDs recorded on {fleet.connections} connections; faults: {dict(counts)}")
         for kind, (worst_s, server) in sorted(worst.items()):
             log(f"  longest wait after {kind}: {worst_s:.1f} s ({server}; bound {BOUNDS_S[kind]} s)")
+        if live.registry_connections:
+            role, (most, at) = max(live.registry_connections.items(), key=lambda kv: kv[1][0])
+            log(f"  most registry connections of one server's role at once: {most} ({role}, {at:.0f} s "
+                f"into the run; bound {REGISTRY_CONNECTIONS_BOUND})")
         longest = f"{stalls[0][0]:.1f} s ({stalls[0][1]})" if stalls else "none over 1 s"
         log(f"  longest stall of a server no fault touched: {longest}; bound {BYSTANDER_BOUND_S} s")
         for name, w in fleet.writers.items():

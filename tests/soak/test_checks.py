@@ -20,9 +20,11 @@ def writer(name, commits, started=0.0, retired=None):
 
 
 def fault(kind, start, heal, touched, error=None):
-    f = {"kind": kind, "started": start}
+    f = {"kind": kind, "started": start, "target": "registry" if kind.endswith("registry") else touched[0],
+         "name": touched[0]}
     if error:
         f["error"] = error
+        f["failed_at"] = heal
     return (kind, "x", heal, [(name, None) for name in touched], f)
 
 
@@ -98,10 +100,13 @@ class Outages(unittest.TestCase):
         problems, _, _ = run([writer("f1s", steady(5, 20), started=5)], [], 40)
         self.assertEqual(len(problems), 1)
 
-    def test_a_fault_not_healed_touches_everyone(self):
-        problems, _, _ = run([writer("n4", steady(0, 20))],
-                             [fault("copy", 15, 15, ["n1"], error="pg_basebackup failed")], 40)
-        self.assertEqual(problems, [])
+    def test_a_failed_fault_covers_its_own_server_only(self):
+        # A copy of n1 failed at 16 s: n1's silence up to 30 s is within
+        # the copy's bound; n4's from 20 s on is not excused by it.
+        problems, _, _ = run([writer("n1", steady(0, 15) + steady(30, 40)), writer("n4", steady(0, 20))],
+                             [fault("copy", 15, 16, ["n1"], error="pg_basebackup failed")], 40)
+        self.assertEqual(len(problems), 1)
+        self.assertIn("n4 could not issue for 20.0 s", problems[0])
 
     def test_copies_are_left_out(self):
         problems, _, _ = run([writer("copy3", steady(0, 5))], [], 40)
