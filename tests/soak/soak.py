@@ -280,7 +280,6 @@ class RegistryPath:
     TCP's retransmissions would deliver them."""
 
     def __init__(self, fleet, targets):
-        self.fleet = fleet
         self.open = threading.Event()
         self.open.set()
         self.ports = []
@@ -396,19 +395,20 @@ class Writer(threading.Thread):
             if duplicate:
                 self.fleet.refused_duplicate(self.cluster.name, int(duplicate.group(1)))
             if line.startswith("psql:") or line.startswith("ERROR") or "error" in line:
-                key = line.split("ERROR:")[-1].strip()[:70]
-                self.errors[key] += 1
-                self.error_times.append((time.monotonic(), line.split("ERROR:")[-1].strip()[:400]))
+                message = line.split("ERROR:")[-1].strip()
+                self.errors[message[:70]] += 1
+                self.error_times.append((time.monotonic(), message[:400]))
 
     def errors_between(self, a, b, n=3):
-        """The first n distinct errors this writer saw from a to b."""
+        """The first n distinct errors this writer saw from a to b, as one
+        line (what a violation prints)."""
         seen = []
         for t, e in self.error_times:
             if a <= t <= b and e not in seen:
                 seen.append(e)
                 if len(seen) == n:
                     break
-        return seen
+        return "; ".join(seen) or "no error seen"
 
 
 class Fleet:
@@ -908,7 +908,8 @@ class Nemesis:
         """The server's network path to the registry cut (both registry
         servers), its connections left hanging: what the server sees of a
         partition or a registry gone silent, not a refusal."""
-        path = self.fleet.paths.get(f["name"]) or self.fleet.paths.get("f1")
+        # f1s, a copy of f1's data directory, reaches the registry by f1's path.
+        path = self.fleet.paths.get(f["name"]) or self.fleet.paths["f1"]
         path.open.clear()
         time.sleep(f["duration"])
         path.open.set()
@@ -974,9 +975,10 @@ class LiveCheck(threading.Thread):
         at = time.monotonic() - self.started
         for line in (out or "").split():
             role, count = line.split("|")
-            if int(count) > self.registry_connections.get(role, (0, 0))[0]:
-                self.registry_connections[role] = (int(count), at)
-            if int(count) > REGISTRY_CONNECTIONS_BOUND:
+            count = int(count)
+            if count > self.registry_connections.get(role, (0, 0))[0]:
+                self.registry_connections[role] = (count, at)
+            if count > REGISTRY_CONNECTIONS_BOUND:
                 problem = (f"the registry held {count} connections of {role} at once "
                            f"(bound {REGISTRY_CONNECTIONS_BOUND})")
                 log(f"violation {at:.0f} s into the run: {problem}")
@@ -1127,16 +1129,15 @@ def outages(fleet, nemesis):
                     if wait > worst.get(kind, (0.0, ""))[0]:
                         worst[kind] = (wait, name)
                     if v > allowed:
-                        why = "; ".join(w.errors_between(u, v)) or "no error seen"
                         problems.append(f"after {kind}, {name} could not issue for {wait:.1f} s "
                                         f"(bound {BOUNDS_S[kind]} s; healed {heal - nemesis.started:.0f} s "
-                                        f"into the run): {why}")
+                                        f"into the run): {w.errors_between(u, v)}")
                 elif v - u > 1.0:
                     stalls.append((v - u, name, into))
                     if v - u > BYSTANDER_BOUND_S:
-                        why = "; ".join(w.errors_between(u, v)) or "no error seen"
                         problems.append(f"{name} could not issue for {v - u:.1f} s ({into:.0f} s into the run) "
-                                        f"while no fault touched it (bound {BYSTANDER_BOUND_S} s): {why}")
+                                        f"while no fault touched it (bound {BYSTANDER_BOUND_S} s): "
+                                        f"{w.errors_between(u, v)}")
     return problems, worst, sorted(stalls, reverse=True)
 
 
