@@ -154,6 +154,10 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.grants (
     ended text
 );
 CREATE INDEX IF NOT EXISTS grants_node ON snowflake_registry.grants (fleet, node_id, claim_id);
+-- How often a fence ended the claim and its holder resumed it (resume()),
+-- and when last.
+ALTER TABLE snowflake_registry.grants ADD COLUMN IF NOT EXISTS resumed int NOT NULL DEFAULT 0;
+ALTER TABLE snowflake_registry.grants ADD COLUMN IF NOT EXISTS resumed_at timestamptz;
 
 -- The current (or last) claim of each node id that was ever claimed.
 CREATE TABLE IF NOT EXISTS snowflake_registry.node_ids (
@@ -375,14 +379,27 @@ AS $$
                   date_trunc('second', clock_timestamp() - n.renewed_at))
 $$;
 
--- Whether a node id's claim still stands: not released, its grant not yet
--- past on the registry's clock, and renewed recently (three renewals).
+-- Whether a fence ended a node id's claim (its holder may resume it).
+CREATE OR REPLACE FUNCTION snowflake_registry.fenced(n snowflake_registry.node_ids)
+RETURNS boolean LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT n.released_at IS NOT NULL AND EXISTS (
+        SELECT FROM snowflake_registry.grants g WHERE g.claim_id = n.claim_id AND g.ended = 'fenced')
+$$;
+
+-- Whether a node id's claim still stands, so that no other claim may take
+-- the node id: its grant not yet past on the registry's clock, and not
+-- released (a claim a fence ended stands too: its holder may resume it).
+-- A claim whose holder stopped renewing stands to its grant's end: the
+-- next holder could issue only above that end anyway (its floor). So no
+-- history of the registry holds a takeover of a claim before its grant
+-- ended: what lets resume() continue a claim after a fence.
 CREATE OR REPLACE FUNCTION snowflake_registry.is_live(n snowflake_registry.node_ids, p_now_ms bigint)
 RETURNS boolean LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT n.released_at IS NULL AND n.until_ms >= p_now_ms
-       AND n.renewed_at > clock_timestamp() - make_interval(secs => 3 * n.renew_every_ms / 1000.0)
+    SELECT n.until_ms >= p_now_ms AND (n.released_at IS NULL OR snowflake_registry.fenced(n))
 $$;
 
 -- Claims a node id for a starting server. p_node_id: the id the server is
@@ -486,16 +503,28 @@ BEGIN
         END IF;
         SELECT * INTO cur FROM snowflake_registry.node_ids n
         WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
-        -- A live claim of another server refuses; one of a server that
-        -- looks like this one (its restart, or a copy: it cannot be told)
-        -- is taken over: the floor keeps the two apart.
-        IF FOUND AND snowflake_registry.is_live(cur, now_ms)
-           AND (cur.system_identifier, cur.host, cur.port, cur.data_directory)
-               IS DISTINCT FROM (p_system_identifier, p_host, p_port, p_data_directory) THEN
+        -- A live claim is never taken over, whoever asks: the identity a
+        -- server reports can be repeated by any client (and by a copy of
+        -- its data directory), and the claim's token, the only proof,
+        -- never leaves its holder's memory. A live claim of a server that
+        -- looks like this one is its own run before a crash (or a copy):
+        -- it passes on when its grant ends, which costs a restarted server
+        -- little more than the wait for the floor (that same end, less
+        -- max_clock_drift) it had anyway. (See is_live() and resume().)
+        IF FOUND AND snowflake_registry.is_live(cur, now_ms) THEN
+            IF (cur.system_identifier, cur.host, cur.port, cur.data_directory)
+               IS NOT DISTINCT FROM (p_system_identifier, p_host, p_port, p_data_directory) THEN
+                RAISE EXCEPTION 'node id % of fleet "%" is held by this server''s previous run, or a copy of its data directory: %',
+                    p_node_id, p_fleet, snowflake_registry.holder_text(cur)
+                    USING ERRCODE = '55000',
+                          DETAIL = format('Its grant covers IDs up to %s. A live claim is never taken over: only its holder knows its token.',
+                                          to_timestamp((f.epoch_unix_ms + cur.until_ms) / 1000.0)),
+                          HINT = 'After a crash the claim passes on when its grant ends (at most snowflake_id.registry_grant after the crash): this server claims it then by itself. If a copy of this data directory runs, stop one of the two.';
+            END IF;
             RAISE EXCEPTION 'node id % of fleet "%" is held by %', p_node_id, p_fleet, snowflake_registry.holder_text(cur)
                 USING ERRCODE = '55000',
                       DETAIL = format('Its grant covers IDs up to %s.', to_timestamp((f.epoch_unix_ms + cur.until_ms) / 1000.0)),
-                      HINT = 'Two servers with one node id issue colliding IDs. Give this server another snowflake_id.node_id, or leave it unset to take a free one; the node id passes on when its holder stops (at once after a clean shutdown, else when it has not renewed its claim for three renewals).';
+                      HINT = 'Two servers with one node id issue colliding IDs. Give this server another snowflake_id.node_id, or leave it unset to take a free one; the node id passes on when its holder stops (at once after a clean shutdown, else when its grant ends).';
         END IF;
         chosen := p_node_id;
     ELSE
@@ -509,8 +538,9 @@ BEGIN
         IF p_preferred BETWEEN 0 AND max_node THEN
             SELECT * INTO cur FROM snowflake_registry.node_ids n
             WHERE n.fleet = p_fleet AND n.node_id = p_preferred;
-            IF NOT FOUND OR cur.released_at IS NOT NULL
-               OR (cur.until_ms < now_ms AND cur.system_identifier = p_system_identifier
+            IF NOT FOUND
+               OR (cur.released_at IS NOT NULL AND NOT snowflake_registry.fenced(cur))
+               OR (NOT snowflake_registry.is_live(cur, now_ms) AND cur.system_identifier = p_system_identifier
                    AND cur.host = p_host AND cur.data_directory = p_data_directory) THEN
                 chosen := p_preferred;
             END IF;
@@ -531,7 +561,7 @@ BEGIN
         -- one whose grants ended first (its new holder waits least).
         IF chosen IS NULL THEN
             SELECT n.node_id INTO chosen FROM snowflake_registry.node_ids n
-            WHERE n.fleet = p_fleet AND (n.released_at IS NOT NULL OR n.until_ms < now_ms)
+            WHERE n.fleet = p_fleet AND NOT snowflake_registry.is_live(n, now_ms)
             ORDER BY n.max_until_ms, n.node_id LIMIT 1;
         END IF;
         IF chosen IS NULL THEN
@@ -626,7 +656,7 @@ BEGIN
                  WHEN cur.token <> p_token THEN 'the registry knows another claim with this number (it was restored from a backup)'
                  ELSE 'it was released' END
             USING ERRCODE = '55000',
-                  HINT = 'This server issues IDs until its grant ends. After a fence (the registry ended every claim) its registry worker claims the node id again by itself; otherwise restart it to claim a node id.';
+                  HINT = 'This server issues IDs until its grant ends. After a fence (the registry ended every claim) its registry worker resumes the claim, or claims the node id again, by itself; otherwise restart it to claim a node id.';
     END IF;
     -- Even past its end on the registry's clock the grant may be renewed:
     -- no one took the id, and the next floor counts the new grant.
@@ -673,6 +703,102 @@ BEGIN
 END
 $$;
 
+-- Continues a claim a fence ended, for its holder, which still runs and
+-- reports the grant it holds (p_held_until_ms): a failover of the registry
+-- or a pg_upgrade (both fence: they cannot be told from a restore) then
+-- costs the fleet nothing. Fails with 55000 when it cannot be proven safe;
+-- the holder then claims the node id again above the fence, as before.
+--
+-- Why it is safe. The fence assumes the registry lost some history. What
+-- that history may hold for this node id: earlier holders, whose grants lie
+-- below this claim's floor (it was given above them); renewals of this
+-- claim, which the holder reports (the node id's floors are raised to its
+-- grant); and the claim's end. A release is its holder's own act (a holder
+-- that resumes did not release), and no claim takes the node id before
+-- the claim's grant has ended on the registry's clock (is_live()). So the
+-- claim resumes only
+--   * with its token (only its holder has it), as the node id's last claim
+--     the registry knows, ended by a fence and by nothing else, and
+--   * while its grant (the later of the one reported and the one the
+--     registry knows; the lost history's is at least both) has not ended
+--     on the registry's clock, with a second to spare for the clocks of
+--     two registry hosts: a takeover in the lost history would have come
+--     after that end, so after now.
+-- It rests on the registry's clock not being behind the one it had, as
+-- the fence does. The resumed claim keeps its number and floor;
+-- who_issued() reads its one grant row. Two holders reporting one node id
+-- cannot both pass: the one that is not the last claim the registry knows
+-- is refused.
+CREATE OR REPLACE FUNCTION snowflake_registry.resume(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text,
+    p_held_until_ms bigint, p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_registry.fleets;
+    cur snowflake_registry.node_ids;
+    now_ms bigint;
+    cap bigint;
+    new_until bigint;
+BEGIN
+    IF NOT snowflake_registry.valid_times(p_holder_now_ms, p_grant_ms)
+       OR p_held_until_ms IS NULL OR p_held_until_ms NOT BETWEEN 0 AND 4611686018427387903 THEN
+        RAISE EXCEPTION 'snowflake_registry: invalid resume arguments'
+            USING ERRCODE = '22023',
+                  HINT = 'A present and a grant end of 0 to 2^62 ms, and a grant of 1 ms to 1 hour.';
+    END IF;
+    PERFORM snowflake_registry.durable_commit();
+    -- (A fence made by this call ends this claim too; it commits with the
+    -- resumption.)
+    PERFORM snowflake_registry.check_incarnation();
+    SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
+    SELECT * INTO cur FROM snowflake_registry.node_ids n
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
+    IF NOT FOUND OR f.epoch_unix_ms IS NULL OR cur.claim_id <> p_claim_id OR cur.token <> p_token THEN
+        RAISE EXCEPTION 'the claim on node id % of fleet "%" cannot be resumed: the registry does not know it as the node id''s last claim', p_node_id, p_fleet
+            USING ERRCODE = '55000',
+                  DETAIL = 'Restored from a backup older than the claim, or another server claimed the node id after the claim''s grant ended.',
+                  HINT = 'The server claims the node id again above the fence, by itself.';
+    END IF;
+    IF cur.released_at IS NOT NULL AND NOT snowflake_registry.fenced(cur) THEN
+        RAISE EXCEPTION 'the claim on node id % of fleet "%" cannot be resumed: it was released', p_node_id, p_fleet
+            USING ERRCODE = '55000';
+    END IF;
+    now_ms := snowflake_registry.now_ms(f.epoch_unix_ms);
+    cap := least(f.max_grant_ms, 3600000);
+    IF greatest(cur.until_ms, p_held_until_ms) < now_ms + 1000 THEN
+        RAISE EXCEPTION 'the claim on node id % of fleet "%" cannot be resumed: its grant ended at %', p_node_id, p_fleet,
+            to_timestamp((f.epoch_unix_ms + greatest(cur.until_ms, p_held_until_ms)) / 1000.0)
+            USING ERRCODE = '55000',
+                  DETAIL = 'After its grant''s end another server may have taken the node id over in the history the registry lost.',
+                  HINT = 'The server claims the node id again above the fence, by itself.';
+    END IF;
+    -- Every grant ends before the registry's clock plus max_grant_ms when
+    -- given (a second more for the clocks of two registry hosts).
+    IF p_held_until_ms > now_ms + cap + 1000 THEN
+        RAISE EXCEPTION 'the claim on node id % of fleet "%" cannot be resumed: the grant reported (% ms) lies past what the registry gives (% ms)',
+            p_node_id, p_fleet, p_held_until_ms, now_ms + cap
+            USING ERRCODE = '55000',
+                  HINT = 'Is the registry''s clock behind the one it had before? The server claims the node id again above the fence, by itself.';
+    END IF;
+    new_until := greatest(cur.until_ms, p_held_until_ms,
+                          least(greatest(p_holder_now_ms, cur.floor_ms) + p_grant_ms, now_ms + cap));
+    UPDATE snowflake_registry.node_ids n SET until_ms = new_until,
+        max_until_ms = greatest(n.max_until_ms, new_until), renewed_at = clock_timestamp(),
+        renew_every_ms = greatest(p_grant_ms / 6, 100), released_at = NULL
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+    -- (Not fenced: a retry whose first answer was lost, renewed.)
+    UPDATE snowflake_registry.grants g SET until_ms = new_until, renewed_at = clock_timestamp(),
+        ended_at = NULL, ended = NULL,
+        resumed = g.resumed + CASE WHEN cur.released_at IS NULL THEN 0 ELSE 1 END,
+        resumed_at = CASE WHEN cur.released_at IS NULL THEN g.resumed_at ELSE clock_timestamp() END
+    WHERE g.claim_id = p_claim_id;
+    RETURN new_until;
+END
+$$;
+
 -- For the registry's owner: a new fleet (one ID space). Its first claim
 -- records its epoch and layout; servers name it in
 -- snowflake_id.registry_fleet. Not granted to the client role: a claim for
@@ -703,7 +829,7 @@ SELECT n.fleet, n.node_id, n.host, n.port, n.data_directory, n.system_identifier
                                                       WHERE g.claim_id = n.claim_id AND g.ended = 'fenced') THEN 'fenced'
             WHEN n.released_at IS NOT NULL THEN 'released'
             WHEN n.until_ms < snowflake_registry.now_ms(f.epoch_unix_ms) THEN 'expired'
-            WHEN snowflake_registry.is_live(n, snowflake_registry.now_ms(f.epoch_unix_ms)) THEN 'held'
+            WHEN n.renewed_at > clock_timestamp() - make_interval(secs => 3 * n.renew_every_ms / 1000.0) THEN 'held'
             ELSE 'stale' END AS state,
        to_timestamp((f.epoch_unix_ms + n.until_ms) / 1000.0) AS grant_until,
        to_timestamp((f.epoch_unix_ms + greatest(n.max_until_ms, f.fence_ms)) / 1000.0) AS next_floor,
@@ -769,7 +895,8 @@ ON CONFLICT DO NOTHING;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_registry.claim(text, bigint, int, int, int, int, text, numeric, text, int, text, bigint, bigint),
                           snowflake_registry.renew(text, int, bigint, text, bigint, bigint),
-                          snowflake_registry.release(text, int, bigint, text, bigint)
+                          snowflake_registry.release(text, int, bigint, text, bigint),
+                          snowflake_registry.resume(text, int, bigint, text, bigint, bigint, bigint)
     TO snowflake_registry_client;
 
 COMMIT;

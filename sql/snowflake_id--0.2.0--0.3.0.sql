@@ -1,9 +1,11 @@
 -- snowflake_id 0.2.0 -> 0.3.0 (ALTER EXTENSION snowflake_id UPDATE).
 --
--- snowflake_stats() gains eight columns, after the old ones: when the lease
+-- snowflake_stats() gains ten columns, after the old ones: when the lease
 -- was last written, whether a backend waits for the lease worker, how many
--- lease writes failed, whether issuing is held and why, and the node-id registry's claim (its state, the grant's
--- end, its last failure). A function's result type cannot change in place,
+-- lease writes failed, whether issuing is held and why, and the node-id
+-- registry's claim (its state, the grant's end, its last failure, how often
+-- the registry worker was started again and how often the claim was resumed
+-- after a fence). A function's result type cannot change in place,
 -- so it is dropped and created again (a view over it must be dropped
 -- first; the extension creates none). Until this runs, the 0.2.0 function
 -- keeps working with the new library (it calls snowflake_stats_wrapper,
@@ -39,7 +41,9 @@ CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"held_message" TEXT,  /* Option < String > */
 	"registry_state" TEXT,  /* Option < String > */
 	"grant_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
-	"registry_message" TEXT  /* Option < String > */
+	"registry_message" TEXT,  /* Option < String > */
+	"registry_worker_restarts" bigint,  /* Option < i64 > */
+	"registry_resumes" bigint  /* Option < i64 > */
 )
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */

@@ -25,7 +25,7 @@ AS 'MODULE_PATHNAME', 'snowflake_accept_configuration_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/convert.rs:245
+-- src/sql/convert.rs:262
 -- snowflake_id::sql::convert::snowflake_convert_column
 CREATE  FUNCTION "snowflake_convert_column"(
 	"tbl" regclass, /* RegClass */
@@ -205,7 +205,7 @@ AS 'MODULE_PATHNAME', 'snowflake_node_info_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/cluster.rs:51
+-- src/sql/cluster.rs:53
 -- requires:
 --   snowflake_node_info
 
@@ -254,13 +254,13 @@ AS 'MODULE_PATHNAME', 'snowflake_sequence_given_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/introspection.rs:162
+-- src/sql/introspection.rs:287
 -- snowflake_id::sql::introspection::snowflake_stats
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/introspection.rs:120
+-- src/sql/introspection.rs:246
 -- snowflake_id::sql::introspection::snowflake_stats
 CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"node_id" INT,  /* Option < i32 > */
@@ -288,7 +288,9 @@ CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"held_message" TEXT,  /* Option < String > */
 	"registry_state" TEXT,  /* Option < String > */
 	"grant_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
-	"registry_message" TEXT  /* Option < String > */
+	"registry_message" TEXT,  /* Option < String > */
+	"registry_worker_restarts" bigint,  /* Option < i64 > */
+	"registry_resumes" bigint  /* Option < i64 > */
 )
 STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */

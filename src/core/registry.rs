@@ -27,15 +27,28 @@
 
 use thiserror::Error;
 
-/// A renewal is due once a sixth of the grant has passed; the registry
-/// counts a claim as abandoned after [`STALE_RENEWALS`] missed renewals.
+/// A renewal is due once a sixth of the grant has passed (the registry's
+/// `holders` view calls a claim `stale` after three missed renewals; it
+/// passes on only when its grant ends).
 pub fn renew_every_ms(grant_ms: u64) -> u64 {
     (grant_ms / 6).max(100)
 }
 
-/// Missed renewals after which another server may take a node id over
-/// (safe at any time thanks to the floor; this only spares a live holder).
-pub const STALE_RENEWALS: u64 = 3;
+/// How much of a grant must be left on the registry's clock (ms) for a
+/// claim a fence ended to be resumed (`snowflake_registry.resume`): room
+/// for the clocks of two registry hosts (a failover's old and new primary).
+pub const RESUME_MARGIN_MS: i64 = 1_000;
+
+/// Whether a claim a fence ended may be resumed: its grant, ending at
+/// `until_ms` (the later of the one its holder reports and the one the
+/// registry knows), has not ended on the registry's clock (`now_ms`), with
+/// [`RESUME_MARGIN_MS`] to spare. No claim takes a node id before its
+/// holder's grant has ended, so a history the registry lost holds no
+/// takeover of this claim: one would have come after that end, and so
+/// after now.
+pub fn may_resume(until_ms: i64, now_ms: i64) -> bool {
+    until_ms as i128 >= now_ms as i128 + RESUME_MARGIN_MS as i128
+}
 
 /// What a claim or a renewal granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,10 +418,29 @@ mod tests {
         floor_ms: i64,
         until_ms: u64,
         max_until_ms: i64,
-        renewed_at: i64,
         released: bool,
-        renew_every: u64,
+        /// Ended by a fence (not released nor taken over): resumable.
+        fenced: bool,
     }
+
+    /// The registry's rules, each of which a test can take out to see the
+    /// properties fail without it.
+    #[derive(Clone, Copy, Debug)]
+    struct Rules {
+        /// A restored registry fences.
+        fence: bool,
+        /// resume() asks for a grant that has not ended.
+        resume_checks_grant_end: bool,
+        /// The rule before: a claim by a server of the same identity took
+        /// a live claim over (its restart, or a copy).
+        takes_live_claims_of_same_identity: bool,
+    }
+
+    const RULES: Rules = Rules {
+        fence: true,
+        resume_checks_grant_end: true,
+        takes_live_claims_of_same_identity: false,
+    };
 
     /// The registry's rules (claim, renew, release, the fence after a
     /// restore), with its own clock.
@@ -420,6 +452,7 @@ mod tests {
         max_grant_ms: u64,
         /// Every floor is at least this (the fence after a restore).
         fence_ms: i64,
+        rules: Rules,
     }
 
     #[derive(Debug, PartialEq)]
@@ -427,13 +460,15 @@ mod tests {
         Held,
         Full,
         Lost,
+        /// Lost, ended by a fence: its holder may try to resume it.
+        Fenced,
     }
 
     impl ModelRegistry {
+        /// is_live(): the grant not ended, and not released (a claim a
+        /// fence ended stands: its holder may resume it).
         fn live(row: &Row, now: i64) -> bool {
-            !row.released
-                && row.until_ms as i64 >= now
-                && row.renewed_at > now - (STALE_RENEWALS * row.renew_every) as i64
+            row.until_ms as i64 >= now && (!row.released || row.fenced)
         }
 
         #[allow(clippy::too_many_arguments)]
@@ -450,7 +485,10 @@ mod tests {
             let chosen = match wanted {
                 Some(n) => {
                     if let Some(r) = self.rows.get(&n) {
-                        if Self::live(r, now) && r.identity != identity {
+                        if Self::live(r, now)
+                            && !(self.rules.takes_live_claims_of_same_identity
+                                && r.identity == identity)
+                        {
                             return Err(Refused::Held);
                         }
                     }
@@ -463,14 +501,15 @@ mod tests {
                     let pref = preferred.filter(|&p| {
                         p < self.nodes
                             && self.rows.get(&p).is_none_or(|r| {
-                                r.released || ((r.until_ms as i64) < now && r.identity == identity)
+                                (r.released && !r.fenced)
+                                    || (!Self::live(r, now) && r.identity == identity)
                             })
                     });
                     let never = (0..self.nodes).find(|n| !self.rows.contains_key(n));
                     let ended = self
                         .rows
                         .iter()
-                        .filter(|(_, r)| r.released || (r.until_ms as i64) < now)
+                        .filter(|(_, r)| !Self::live(r, now))
                         .min_by_key(|(n, r)| (r.max_until_ms, **n))
                         .map(|(n, _)| *n);
                     pref.or(never).or(ended).ok_or(Refused::Full)?
@@ -500,9 +539,8 @@ mod tests {
                     floor_ms: floor,
                     until_ms: until,
                     max_until_ms: max_until,
-                    renewed_at: now,
                     released: false,
-                    renew_every: renew_every_ms(grant_ms),
+                    fenced: false,
                 },
             );
             Ok(Grant {
@@ -523,14 +561,17 @@ mod tests {
             let max_grant = self.max_grant_ms as i64;
             let r = self.rows.get_mut(&g.node_id).ok_or(Refused::Lost)?;
             if r.claim_id != g.claim_id || r.released {
-                return Err(Refused::Lost);
+                return Err(if r.claim_id == g.claim_id && r.fenced {
+                    Refused::Fenced
+                } else {
+                    Refused::Lost
+                });
             }
             let want = (holder_now.max(r.floor_ms) + grant_ms as i64)
                 .min(now + max_grant)
                 .max(0) as u64;
             r.until_ms = r.until_ms.max(want);
             r.max_until_ms = r.max_until_ms.max(r.until_ms as i64);
-            r.renewed_at = now;
             Ok(r.until_ms)
         }
 
@@ -540,8 +581,44 @@ mod tests {
         fn fence(&mut self, now: i64) {
             self.fence_ms = self.fence_ms.max(now + self.max_grant_ms as i64);
             for r in self.rows.values_mut() {
-                r.released = true;
+                if !r.released {
+                    r.released = true;
+                    r.fenced = true;
+                }
             }
+        }
+
+        /// `snowflake_registry.resume`: the holder of a claim a fence ended
+        /// continues it, reporting the grant it holds.
+        fn resume(
+            &mut self,
+            now: i64,
+            g: &Grant,
+            held_until: u64,
+            holder_now: i64,
+            grant_ms: u64,
+        ) -> Result<u64, Refused> {
+            let max_grant = self.max_grant_ms as i64;
+            let rules = self.rules;
+            let r = self.rows.get_mut(&g.node_id).ok_or(Refused::Lost)?;
+            if r.claim_id != g.claim_id || (r.released && !r.fenced) {
+                return Err(Refused::Lost);
+            }
+            if rules.resume_checks_grant_end && !may_resume(r.until_ms.max(held_until) as i64, now)
+            {
+                return Err(Refused::Lost);
+            }
+            if held_until as i64 > now + max_grant + 1000 {
+                return Err(Refused::Lost);
+            }
+            let want = (holder_now.max(r.floor_ms) + grant_ms as i64)
+                .min(now + max_grant)
+                .max(0) as u64;
+            r.until_ms = r.until_ms.max(held_until).max(want);
+            r.max_until_ms = r.max_until_ms.max(r.until_ms as i64);
+            r.released = false;
+            r.fenced = false;
+            Ok(r.until_ms)
         }
 
         fn release(&mut self, g: &Grant, issued_until: u64) {
@@ -551,6 +628,7 @@ mod tests {
                     r.until_ms = issued.max(0) as u64;
                     r.max_until_ms = r.floor_ms.max(issued);
                     r.released = true;
+                    r.fenced = false;
                 }
             }
         }
@@ -629,9 +707,12 @@ mod tests {
         skews: &[i64],
         fixed: bool,
         grant_ms: u64,
-        fence: bool,
+        rules: Rules,
     ) -> Result<(), String> {
-        let mut reg = model_registry();
+        let mut reg = ModelRegistry {
+            rules,
+            ..model_registry()
+        };
         let mut backup: Option<ModelRegistry> = None;
         let mut now: i64 = 1_000_000;
         let mut registry_up = true;
@@ -666,7 +747,7 @@ mod tests {
                         let next_claim = reg.next_claim;
                         reg = b.clone();
                         reg.next_claim = next_claim;
-                        if fence {
+                        if rules.fence {
                             reg.fence(now);
                         }
                     }
@@ -733,8 +814,15 @@ mod tests {
                         continue;
                     };
                     let holder_now = (now + s.skew).max(s.last_ms.map_or(0, |m| m as i64));
-                    // Lost: it keeps the grant it has, no more.
-                    if let Ok(until) = reg.renew(now, &g, holder_now, grant_ms) {
+                    // Lost: it keeps the grant it has, no more. Ended by a
+                    // fence: it asks to resume, reporting its grant.
+                    let answer = match reg.renew(now, &g, holder_now, grant_ms) {
+                        Err(Refused::Fenced) => {
+                            reg.resume(now, &g, g.until_ms, holder_now, grant_ms)
+                        }
+                        answer => answer,
+                    };
+                    if let Ok(until) = answer {
                         let asked = model_asked(s.fixed, holder_now, grant_ms, reg.nodes);
                         assert_eq!(
                             check_renewal_answer(&g, &asked, until as i64),
@@ -806,7 +894,7 @@ mod tests {
             fixed in any::<bool>(),
             grant_ms in prop::sample::select(vec![600u64, 5_000, 30_000]),
         ) {
-            run(&steps, &skews, fixed, grant_ms, true).map_err(TestCaseError::fail)?;
+            run(&steps, &skews, fixed, grant_ms, RULES).map_err(TestCaseError::fail)?;
         }
     }
 
@@ -837,7 +925,7 @@ mod tests {
                 s => s,
             })
             .collect();
-        run(&steps, &[0, 0, 0, 0, 0], true, 600, true).unwrap();
+        run(&steps, &[0, 0, 0, 0, 0], true, 600, RULES).unwrap();
         // The same in the registry's terms: 1 takes over 0's stale claim.
         let mut reg = model_registry();
         let a = reg.claim(0, 0, 0, Some(0), None, 0, 600).unwrap();
@@ -870,6 +958,7 @@ mod tests {
             nodes: 4,
             max_grant_ms: 3_600_000,
             fence_ms: -1,
+            rules: RULES,
         }
     }
 
@@ -891,17 +980,27 @@ mod tests {
         ];
         // Both auto: 1 gets node 0, which the restored registry never saw.
         let skews = [10_000, 10_000];
-        assert!(run(&steps, &skews, false, 5_000, true).is_ok());
-        let without = run(&steps, &skews, false, 5_000, false);
+        assert!(run(&steps, &skews, false, 5_000, RULES).is_ok());
+        let without = run(
+            &steps,
+            &skews,
+            false,
+            5_000,
+            Rules {
+                fence: false,
+                ..RULES
+            },
+        );
         assert!(
             without
                 .as_ref()
                 .is_err_and(|e| e.contains("issued by lifetimes")),
             "{without:?}"
         );
-        // A live holder whose claim the backup knew: its renewal is refused
+        // A holder whose claim the backup knew: its renewal is refused
         // after the restore (another server may have taken the id over in
-        // the history the restore lost).
+        // the history the restore lost, as here), and so is its resumption:
+        // its grant has ended.
         let mut reg = model_registry();
         let a = reg.claim(0, 0, 0, Some(1), None, 0, 600).unwrap();
         let backup = reg.clone();
@@ -909,9 +1008,172 @@ mod tests {
         assert!(b.floor_ms >= a.until_ms as i64);
         reg = backup;
         reg.fence(2_100);
-        assert_eq!(reg.renew(2_100, &a, 2_100, 600), Err(Refused::Lost));
+        assert_eq!(reg.renew(2_100, &a, 2_100, 600), Err(Refused::Fenced));
+        assert_eq!(
+            reg.resume(2_100, &a, a.until_ms, 2_100, 600),
+            Err(Refused::Lost)
+        );
         let c = reg.claim(2_100, 2, 2, Some(1), None, 2_100, 600).unwrap();
         assert!(c.floor_ms >= b.until_ms as i64);
         assert!(c.until_ms as i64 >= c.floor_ms);
+    }
+    #[test]
+    fn resume_needs_the_grant_not_ended() {
+        assert!(may_resume(11_000, 10_000));
+        assert!(!may_resume(10_999, 10_000));
+        assert!(!may_resume(i64::MAX, i64::MAX));
+        assert!(may_resume(i64::MAX, i64::MAX - 1_000));
+    }
+
+    /// A holder whose claim a fence ended resumes it while its grant
+    /// runs: the same claim, no wait, and the node id's floors raised to
+    /// the grant it reports (renewals the restore lost), so the next
+    /// holder starts above it.
+    #[test]
+    fn a_fenced_claim_is_resumed_with_its_grant() {
+        let mut reg = ModelRegistry {
+            max_grant_ms: 10_000,
+            ..model_registry()
+        };
+        let a = reg.claim(0, 0, 0, Some(1), None, 0, 5_000).unwrap();
+        let backup = reg.clone();
+        // Renewed after the backup: the restore loses it.
+        let held = reg.renew(2_000, &a, 2_000, 5_000).unwrap();
+        assert_eq!(held, 7_000);
+        reg = backup;
+        reg.fence(2_500);
+        assert_eq!(reg.renew(2_500, &a, 2_500, 5_000), Err(Refused::Fenced));
+        // Fenced, its grant not ended: no other server takes the node id.
+        assert_eq!(
+            reg.claim(2_500, 1, 1, Some(1), None, 2_500, 5_000),
+            Err(Refused::Held)
+        );
+        // A wrong claim number: refused.
+        let stranger = Grant { claim_id: 99, ..a };
+        assert_eq!(
+            reg.resume(2_500, &stranger, held, 2_500, 5_000),
+            Err(Refused::Lost)
+        );
+        let until = reg.resume(2_500, &a, held, 2_500, 5_000).unwrap();
+        assert!(until >= held);
+        // Renewals go on as before; a clean release hands the id on (the
+        // next floor at the fence, which lies above what was issued).
+        assert_eq!(reg.renew(3_000, &a, 3_000, 5_000), Ok(8_000));
+        reg.release(&a, 3_100);
+        let b = reg.claim(3_200, 1, 1, Some(1), None, 3_200, 5_000).unwrap();
+        assert_eq!(b.floor_ms, reg.fence_ms);
+        // Released, not fenced: not resumable.
+        assert_eq!(
+            reg.resume(3_200, &a, 8_000, 3_200, 5_000),
+            Err(Refused::Lost)
+        );
+        // A fenced claim whose grant has ended passes on.
+        reg.fence(3_300);
+        let c = reg
+            .claim(20_000, 2, 2, Some(1), None, 20_000, 5_000)
+            .unwrap();
+        assert!(c.floor_ms >= 13_300 && c.floor_ms >= b.until_ms as i64);
+        assert_eq!(
+            reg.resume(20_000, &b, b.until_ms, 20_000, 5_000),
+            Err(Refused::Lost)
+        );
+    }
+
+    /// The history a restore lost held a takeover of a claim whose grant
+    /// had ended (its holder paused): the holder, back, must not resume,
+    /// or it issues beside the server that took its node id over. The
+    /// rule: the grant must not have ended. Without it: IDs twice.
+    #[test]
+    fn resume_is_refused_once_the_grant_has_ended() {
+        // Servers 0 and 4 are fixed on node 0; a grant of 5 s.
+        let steps = [
+            Step::Start(0),
+            Step::Issue(0),
+            Step::Backup,
+            Step::Pause(0),
+            Step::Tick(2_600),
+            Step::Tick(2_600),
+            Step::Start(4),
+            Step::Tick(600),
+            Step::Issue(4),
+            Step::Restore,
+            Step::Resume(0),
+            Step::Renew(0),
+            Step::Issue(0),
+            Step::Issue(4),
+            Step::Issue(0),
+            Step::Issue(4),
+        ];
+        let skews = [0, 0, 0, 0, 0];
+        assert!(run(&steps, &skews, true, 5_000, RULES).is_ok());
+        let without = run(
+            &steps,
+            &skews,
+            true,
+            5_000,
+            Rules {
+                resume_checks_grant_end: false,
+                ..RULES
+            },
+        );
+        assert!(
+            without
+                .as_ref()
+                .is_err_and(|e| e.contains("issued by lifetimes")),
+            "{without:?}"
+        );
+    }
+
+    /// The lost history held a takeover of a *live* claim by a copy of its
+    /// holder's data directory (the same identity): the holder's grant has
+    /// not ended, so that rule cannot tell. What makes resuming safe here
+    /// is that no live claim is taken over, whoever asks (before, a claim
+    /// of the same identity took it at once).
+    #[test]
+    fn no_live_claim_is_taken_over_so_a_resume_is_safe() {
+        let steps = [
+            Step::Start(0),
+            Step::Backup,
+            Step::Copy(0),
+            // The copy (server 5, fixed on node 0 like its original).
+            Step::Start(5),
+            Step::Tick(100),
+            Step::Restore,
+            Step::Renew(0),
+            Step::Tick(2_500),
+            Step::Tick(2_450),
+            Step::Issue(0),
+            Step::Issue(5),
+            Step::Issue(0),
+            Step::Issue(5),
+        ];
+        let skews = [0, 0, 0, 0, 0];
+        assert!(run(&steps, &skews, true, 5_000, RULES).is_ok());
+        let before = run(
+            &steps,
+            &skews,
+            true,
+            5_000,
+            Rules {
+                takes_live_claims_of_same_identity: true,
+                ..RULES
+            },
+        );
+        assert!(
+            before
+                .as_ref()
+                .is_err_and(|e| e.contains("issued by lifetimes")),
+            "{before:?}"
+        );
+        // In the registry's terms: the copy is refused while its original's
+        // grant runs, and takes the node id once it has ended.
+        let mut reg = model_registry();
+        let a = reg.claim(0, 0, 7, Some(2), None, 0, 600).unwrap();
+        assert_eq!(
+            reg.claim(50, 1, 7, Some(2), None, 50, 600),
+            Err(Refused::Held)
+        );
+        let c = reg.claim(601, 1, 7, Some(2), None, 601, 600).unwrap();
+        assert!(c.floor_ms >= a.until_ms as i64);
     }
 }

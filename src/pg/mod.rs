@@ -8,8 +8,10 @@
 //! - [`backend`]: the backend's view of the generator: may it issue, the
 //!   generator's environment, issuing;
 //! - [`lease_worker`]: the background worker that extends the lease;
+//! - [`registry::renewal`]: the registry worker's renewals, and the
+//!   resumption of a claim the registry's fence ended;
 //! - [`registry::worker`]: the registry's background worker, which
-//!   claims, renews and releases the node id, over
+//!   claims and releases the node id, over
 //!   [`registry::answer`] (what it asks, which answers it accepts) and
 //!   [`registry::identity`] (its token, the host, the preferred node id);
 //! - [`shmem`]: the shared-memory hooks: every room's space and locks

@@ -48,6 +48,8 @@ struct Added {
     registry_state: Option<String>,
     grant_until: Option<TimestampWithTimeZone>,
     registry_message: Option<String>,
+    registry_worker_restarts: Option<i64>,
+    registry_resumes: Option<i64>,
 }
 
 /// The row of a 0.2.0 catalog.
@@ -100,6 +102,8 @@ type RowV0_3 = (
     Option<String>,
     Option<TimestampWithTimeZone>,
     Option<String>,
+    Option<i64>,
+    Option<i64>,
 );
 
 impl Stats {
@@ -191,6 +195,8 @@ impl Stats {
             added.registry_state,
             added.grant_until,
             added.registry_message,
+            added.registry_worker_restarts,
+            added.registry_resumes,
         )
     }
 }
@@ -201,12 +207,13 @@ impl Added {
             .map_or((None, None), |(held, message)| {
                 (Some(held.label().to_string()), Some(message))
             });
+        let status = registry::claim_status();
         let (registry_state, grant_until, registry_message) =
-            registry::claim_status().map_or((None, None, None), |c| {
+            status.as_ref().map_or((None, None, None), |c| {
                 (
                     Some(c.state.to_string()),
                     c.until_ms.map(|ms| timestamp_of(config, ms)),
-                    c.message,
+                    c.message.clone(),
                 )
             });
         Added {
@@ -223,6 +230,8 @@ impl Added {
             registry_state,
             grant_until,
             registry_message,
+            registry_worker_restarts: status.as_ref().map(|c| c.worker_exits as i64),
+            registry_resumes: status.as_ref().map(|c| c.resumes as i64),
         }
     }
 }
@@ -264,6 +273,8 @@ fn snowflake_stats_0_3() -> TableIterator<
         name!(registry_state, Option<String>),
         name!(grant_until, Option<TimestampWithTimeZone>),
         name!(registry_message, Option<String>),
+        name!(registry_worker_restarts, Option<i64>),
+        name!(registry_resumes, Option<i64>),
     ),
 > {
     let (config, shared) = ready();
@@ -321,6 +332,7 @@ mod tests {
                 AND lease_written_at BETWEEN now() - interval '1 hour' AND clock_timestamp()
                 AND NOT lease_waiting AND lease_failures = 0 AND issuing_held IS NULL AND held_message IS NULL
                 AND registry_state IS NULL AND grant_until IS NULL AND registry_message IS NULL
+                AND registry_worker_restarts IS NULL AND registry_resumes IS NULL
              FROM snowflake_stats()"
         )));
         let last: i64 = one("SELECT last_id FROM snowflake_stats()");

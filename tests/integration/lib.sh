@@ -109,7 +109,13 @@ sql_value() {
 
 _sf_cleanup() {
   local rc=$?
-  for name in "${SF_CLUSTERS[@]}"; do cluster_stop "$name" immediate; done
+  local pid
+  for name in "${SF_CLUSTERS[@]}"; do
+    # (A cluster a test froze with SIGSTOP cannot stop: thaw it first.)
+    pid=$(head -1 "$(cluster_dir "$name")/postmaster.pid" 2>/dev/null) &&
+      { kill -CONT "$pid"; pkill -CONT -P "$pid"; } 2>/dev/null || true
+    cluster_stop "$name" immediate
+  done
   if [ $rc -ne 0 ]; then
     for name in "${SF_CLUSTERS[@]}"; do
       [ -f "$(cluster_log "$name")" ] && { echo "--- tail of $name log"; tail -20 "$(cluster_log "$name")"; }

@@ -16,9 +16,11 @@
 #        the fence as its floor (the registry's clock at the restore plus the
 #        fleet's max_grant_ms): it waits, then issues above all of `a`'s IDs;
 #      - server `b`, which held node id 1 since before the backup and kept
-#        running, is told its claim is lost (the registry cannot know who
-#        held node id 1 in the lost history): it claims node id 1 again by
-#        itself, above the fence, and issues on once its clock is near it;
+#        running with a 30 s grant, is told the fence ended its claim and
+#        resumes it (the registry knows the claim and its token, and b's
+#        grant has not ended: no other server can have taken node id 1 in
+#        the lost history); it issues on, and node id 1's floor rises to
+#        the grant b reports;
 #      - the registry records the fence (`fences`) and its new timeline.
 #   2. Restored from a copy of its stopped data directory (same timeline,
 #      same system identifier: nothing to notice): the operator runs
@@ -77,7 +79,7 @@ cluster_start z
 make_table z
 issue z 100
 cluster_stop z
-node_init b "${FLEET[@]}"
+node_init b "${FLEET[@]}" "snowflake_id.registry_grant = '30s'"
 cluster_start b
 make_table b
 issue b 1000
@@ -138,28 +140,29 @@ echo "$why" | grep -q "timeline changed\|timeline.*changed\|changed from" || fai
   fail "the registry did not record its new timeline"
 pass "restored registry fenced at ID time $fence_ms (a's last: $(id_ms "$a_last")): c took node id 2 above a's IDs; fence: $why"
 
-# b's claim (made before the backup) ended with the fence: b claims node id
-# 1 again by itself, above the fence, and issues on, no restart. (Before, it
-# stopped at its grant and stayed stopped until restarted.)
+# b's claim (made before the backup) ended with the fence, but the
+# restored registry knows it, with its token, and b's grant (30 s) still
+# runs: b resumes it, reporting that grant (renewed in the lost history),
+# and issues on without a pause; node id 1's floor rises to b's grant.
+# (Before, b claimed node id 1 again above the fence and waited for it;
+# before that, it stopped until restarted.)
 b_before=$(sql_value b "SELECT max(id) FROM t")
 for _ in $(seq 1 100); do
-  [ "$(registry_admin "SELECT count(*) FROM snowflake_registry.grants WHERE node_id = 1 AND ended = 'fenced'")" -ge 1 ] && break
+  [ "$(registry_admin "SELECT count(*) FROM snowflake_registry.grants WHERE node_id = 1 AND resumed >= 1")" = 1 ] && break
   sleep 0.1
 done
-[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.grants WHERE node_id = 1 AND ended = 'fenced'")" -ge 1 ] ||
-  fail "the registry does not show b's old claim as fenced: $(registry_admin "SELECT claim_id, ended FROM snowflake_registry.grants WHERE node_id = 1")"
-lost_at=$(now_ms)
-wait_issuing b 60
-back_ms=$(( $(now_ms) - lost_at ))
-[ "$(node_of b)" = 1 ] || fail "b claimed node id $(node_of b) again, not its own 1"
+[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.grants WHERE node_id = 1 AND resumed >= 1 AND ended IS NULL")" = 1 ] ||
+  fail "b did not resume its claim: $(registry_admin "SELECT claim_id, ended, resumed FROM snowflake_registry.grants WHERE node_id = 1"); $(grep snowflake_id "$(cluster_log b)" | tail -3)"
+log_has b "resumed claim [0-9]+ of node id 1 after the registry's fence" || fail "b's log does not say it resumed"
+issue b 100 || fail "b does not issue after resuming: $(psql_on b -c 'SELECT snowflake_next()' 2>&1 | head -2)"
+[ "$(node_of b)" = 1 ] || fail "b has node id $(node_of b), not its own 1"
 b_after=$(sql_value b "SELECT max(id) FROM t")
-fence_now=$(registry_admin "SELECT fence_ms FROM snowflake_registry.fleets")
-{ [ "$(id_ms "$b_after")" -gt "$fence_now" ] && [ "$b_after" -gt "$b_before" ]; } ||
-  fail "b's ID after the new claim ($b_after, time $(id_ms "$b_after")) is not above the fence $fence_now"
-[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.node_ids WHERE node_id = 1 AND released_at IS NULL")" = 1 ] ||
-  fail "b's new claim is not in the registry"
-no_duplicates "b claimed again"
-pass "b, holder since before the backup: its claim fenced, node id 1 claimed again by itself above the fence; issuing again $back_ms ms after its fenced claim was seen"
+[ "$b_after" -gt "$b_before" ] || fail "b's ID after resuming ($b_after) is not above its earlier $b_before"
+b_grant=$(sql_value b "SELECT (extract(epoch FROM grant_until) * 1000)::bigint - 1735689600000 FROM snowflake_stats()")
+[ "$(registry_admin "SELECT max_until_ms >= $b_grant FROM snowflake_registry.node_ids WHERE node_id = 1")" = t ] ||
+  fail "node id 1's floor is below b's grant $b_grant"
+no_duplicates "b resumed"
+pass "b, holder since before the backup: its claim fenced and resumed (its grant still ran), issuing on without a pause"
 cluster_stop c
 
 # --- 2. a restore the registry cannot notice: a copy of its stopped data directory

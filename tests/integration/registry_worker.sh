@@ -66,8 +66,9 @@ pass "the registry worker, sent SIGTERM alone, was started again ($pid1, then $p
 # Past the grant held at the kill: renewals went on.
 sleep $((GRANT_MS / 1000 + 2))
 issue w 500 || fail "w stopped issuing after its lease worker was terminated: $(psql_on w -c 'SELECT snowflake_next()' 2>&1 | head -2)"
-[ "$(sql_value w "SELECT (extract(epoch FROM grant_until) * 1000)::bigint > $grant1 AND node_id = $node AND registry_state = 'held' FROM snowflake_stats()")" = t ] ||
-  fail "w's claim was not resumed: $(sql_value w "SELECT node_id, registry_state, grant_until, registry_message FROM snowflake_stats()")"
+[ "$(sql_value w "SELECT (extract(epoch FROM grant_until) * 1000)::bigint > $grant1 AND node_id = $node AND registry_state = 'held'
+                     AND registry_worker_restarts = 1 AND registry_resumes = 0 FROM snowflake_stats()")" = t ] ||
+  fail "w's claim was not resumed: $(sql_value w "SELECT node_id, registry_state, grant_until, registry_message, registry_worker_restarts FROM snowflake_stats()")"
 [ "$(sql_value reg "SELECT claim_id FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node")" = "$claim" ] ||
   fail "the restarted worker made a new claim instead of resuming claim $claim"
 [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE fleet = 'default' AND node_id = $node")" = 1 ] ||

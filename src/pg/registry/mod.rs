@@ -16,6 +16,7 @@
 pub mod answer;
 pub mod identity;
 pub mod libpq;
+pub mod renewal;
 pub mod worker;
 
 use crate::core::config::Config;
@@ -107,6 +108,8 @@ pub struct ClaimState {
     token: [AtomicU64; 2],
     /// How many times the registry worker ended while the server ran.
     worker_exits: AtomicU32,
+    /// How many times a claim a fence ended was resumed (issuing went on).
+    resumes: AtomicU32,
     phase: AtomicU32,
     /// Whether `message` says why the last call failed (the grant may
     /// still hold).
@@ -167,6 +170,7 @@ pub unsafe fn attach(lock: Lock) {
                 claim_id: AtomicI64::new(0),
                 token: [AtomicU64::new(0), AtomicU64::new(0)],
                 worker_exits: AtomicU32::new(0),
+                resumes: AtomicU32::new(0),
                 phase: AtomicU32::new(Phase::Starting as u32),
                 failing: AtomicBool::new(false),
                 reclaim: AtomicBool::new(false),
@@ -279,6 +283,11 @@ pub struct ClaimStatus {
     /// The last failure, or what the claim waits for; `None` while the
     /// claim is held and the last call succeeded.
     pub message: Option<String>,
+    /// How many times the registry worker ended while the server ran (and
+    /// was started again).
+    pub worker_exits: u32,
+    /// How many times a claim a fence ended was resumed.
+    pub resumes: u32,
 }
 
 pub fn claim_status() -> Option<ClaimStatus> {
@@ -295,6 +304,8 @@ pub fn claim_status() -> Option<ClaimStatus> {
         message: (!quiet)
             .then(|| strip_sqlstate(&state.message()).to_string())
             .filter(|m| !m.is_empty()),
+        worker_exits: state.worker_exits.load(Ordering::Acquire),
+        resumes: state.resumes.load(Ordering::Acquire),
     })
 }
 

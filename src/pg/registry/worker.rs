@@ -21,7 +21,8 @@
 //! directory held last only when no one holds it, else a free one, so it
 //! never waits.
 //!
-//! Renewals raise the grant to `registry_grant` past the generator's time
+//! Renewals (`renewal.rs`, with the resumption of a claim a fence ended)
+//! raise the grant to `registry_grant` past the generator's time
 //! once a sixth of it has passed; failures are retried with a backoff and
 //! leave the grant as it is, so a registry outage shorter than the grant
 //! goes unnoticed by the backends. At a clean shutdown the grant is first
@@ -29,10 +30,7 @@
 //! can extend past it), then released at that bound: the next holder of the
 //! node id need not wait.
 
-use super::answer::{
-    asked_of, failure_texts, fence_ended, holder_time_ms, parse_grant, uncovered_reclaim,
-    unrightful,
-};
+use super::answer::{asked_of, failure_texts, holder_time_ms, parse_grant, uncovered_reclaim};
 use super::identity::{
     host_name, preferred_node, random_token, random_unit, token_hex, NODE_FILE_NAME,
 };
@@ -41,8 +39,7 @@ use super::{state, ClaimState, Phase, NONE};
 use crate::core::config::Config;
 use crate::core::instance::write_marker;
 use crate::core::registry::{
-    check_renewal_answer, first_ms_above, jittered_ms, renew_every_ms, renewal_due, retry_after_ms,
-    wait_for_floor_ms, Grant,
+    first_ms_above, jittered_ms, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
 };
 use crate::pg::bgworker;
 use crate::pg::clock;
@@ -54,7 +51,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms FROM snowflake_registry.claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
-const RENEW_SQL: &str = "SELECT snowflake_registry.renew($1, $2, $3, $4, $5, $6)";
 const RELEASE_SQL: &str = "SELECT snowflake_registry.release($1, $2, $3, $4, $5)";
 
 /// How often the registry worker looks at the claim (renewals are due
@@ -95,12 +91,15 @@ pub extern "C-unwind" fn snowflake_id_registry_worker_main(_arg: pg_sys::Datum) 
 /// The registry worker's side of the claim (process-local; what outlives the
 /// process is in [`ClaimState`]).
 pub struct ClaimWorker {
-    conn: Option<Connection>,
+    pub(super) conn: Option<Connection>,
     /// The claim's secret (sent as hex: [`ClaimWorker::token`]).
-    token_bytes: [u8; 16],
-    grant: Option<Grant>,
-    failures: u32,
-    next_call: Instant,
+    pub(super) token_bytes: [u8; 16],
+    pub(super) grant: Option<Grant>,
+    /// A fence ended the claim and resuming it was not yet given up: the
+    /// token is still the claim's (a claim made again gets a new one).
+    pub(super) resuming: bool,
+    pub(super) failures: u32,
+    pub(super) next_call: Instant,
     /// The last failure logged, so each is logged once.
     logged: String,
 }
@@ -117,6 +116,12 @@ impl ClaimWorker {
             conn: None,
             token_bytes,
             grant: kept.map(|(_, grant)| grant),
+            // A fence ended the claim before the previous worker ended: its
+            // token is the kept one, and resuming is tried first (the
+            // registry's rules decide whether it is safe).
+            resuming: kept.is_some()
+                && state()
+                    .is_some_and(|s| s.phase() == Phase::Lost && s.reclaim.load(Ordering::Acquire)),
             failures: 0,
             next_call: Instant::now(),
             logged: String::new(),
@@ -153,7 +158,7 @@ impl ClaimWorker {
     }
 
     /// The claim's token, as the registry sees it.
-    fn token(&self) -> String {
+    pub(super) fn token(&self) -> String {
         token_hex(&self.token_bytes)
     }
 
@@ -173,19 +178,26 @@ impl ClaimWorker {
         }
         match state.phase() {
             Phase::Starting | Phase::Failed => self.claim(config, shared, state, None),
-            // The registry's fence ended the claim (after its failover or
-            // restore): the same node id is claimed
-            // again, with a new token, above every ID any holder of it may
-            // have issued (the floor). Never another node id: a backend
-            // between its node-id check and its ID may still pair the node
-            // id it read with the generator's next time. A claim another
-            // server took over is not: the two would take it in turn.
+            // The registry's fence ended the claim (after its failover,
+            // a pg_upgrade or a restore): resumed, reporting the grant held,
+            // while that grant runs (snowflake_registry.resume says why that
+            // is safe); else the same node id is claimed again, with a new
+            // token,
+            // above every ID any holder of it may have issued (the floor).
+            // Never another node id: a backend between its node-id check and
+            // its ID may still pair the node id it read with the
+            // generator's next time. A claim another server took over is
+            // not: the two would take it in turn.
             Phase::Lost => {
                 if let (Some(node), true) = (
                     self.grant.map(|g| g.node_id),
                     state.reclaim.load(Ordering::Acquire),
                 ) {
-                    self.claim(config, shared, state, Some(node));
+                    if self.resuming {
+                        self.resume(config, shared, state);
+                    } else {
+                        self.claim(config, shared, state, Some(node));
+                    }
                 }
             }
             Phase::Waiting | Phase::Held => {
@@ -198,7 +210,7 @@ impl ClaimWorker {
         }
     }
 
-    fn call(
+    pub(super) fn call(
         &mut self,
         sql: &str,
         params: &[Option<String>],
@@ -346,77 +358,7 @@ impl ClaimWorker {
         }
     }
 
-    fn renew(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
-        let Some(grant) = self.grant else { return };
-        let asked = asked_of(config, shared);
-        let params = [
-            Some(settings::registry_fleet()),
-            Some(grant.node_id.to_string()),
-            Some(grant.claim_id.to_string()),
-            Some(self.token()),
-            Some(asked.holder_now_ms.to_string()),
-            Some(asked.grant_ms.to_string()),
-        ];
-        let until = self
-            .call(RENEW_SQL, &params, OnShutdown::Abort)
-            .and_then(|rows| {
-                let until = rows
-                    .first()
-                    .and_then(|r| r.first().cloned().flatten())
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .ok_or_else(|| unrightful(format!("a renewal answered {rows:?}"), None))?;
-                check_renewal_answer(&grant, &asked, until)
-                    .map_err(|e| unrightful(format!("a renewal answered {until}"), Some(e)))
-            });
-        match until {
-            Ok(until) => {
-                state.until_ms.fetch_max(until, Ordering::AcqRel);
-                self.grant = Some(Grant {
-                    until_ms: until.max(grant.until_ms),
-                    ..grant
-                });
-                if state.failing.load(Ordering::Acquire) {
-                    log!(
-                        "snowflake_id: the registry {} answers again; node id {} is granted up to {}",
-                        settings::registry_display(),
-                        grant.node_id,
-                        time_text(config, until as i64)
-                    );
-                }
-                self.succeeded(state);
-                // Still short of the target: the registry capped the grant
-                // (its max_grant_ms ahead of its clock, as just after a
-                // fence). Asking again at once would get no more: wait a
-                // renewal interval, at most a second.
-                let grant_ms = settings::registry_grant_ms();
-                if renewal_due(
-                    until.max(grant.until_ms),
-                    holder_time_ms(config, shared),
-                    grant_ms,
-                ) {
-                    self.next_call =
-                        Instant::now() + Duration::from_millis(renew_every_ms(grant_ms).min(1000));
-                }
-            }
-            Err(e) => {
-                let lost = matches!(&e, CallError::Refused { sqlstate, .. } if sqlstate == "55000");
-                if lost {
-                    // The ended claim's token is dead. The claim made again
-                    // gets a new one, kept across its retries: a retry whose
-                    // first answer was lost then gets that answer.
-                    self.token_bytes = random_token();
-                    // Claimed again only after a fence, whose floor covers
-                    // every grant the registry lost; not after a takeover
-                    // (the two would take it in turn), nor after history
-                    // lost without a fence (stopping is the safe side).
-                    state.reclaim.store(fence_ended(&e), Ordering::Release);
-                }
-                self.failed(state, e, lost);
-            }
-        }
-    }
-
-    fn succeeded(&mut self, state: &ClaimState) {
+    pub(super) fn succeeded(&mut self, state: &ClaimState) {
         self.failures = 0;
         self.next_call = Instant::now();
         self.logged.clear();
@@ -424,7 +366,7 @@ impl ClaimWorker {
         state.set_message("");
     }
 
-    fn failed(&mut self, state: &ClaimState, e: CallError, lost: bool) {
+    pub(super) fn failed(&mut self, state: &ClaimState, e: CallError, lost: bool) {
         let (text, public) = failure_texts(&e);
         state.set_failure(&text, &public);
         state.failing.store(true, Ordering::Release);
@@ -491,6 +433,6 @@ impl Default for ClaimWorker {
     }
 }
 
-fn time_text(config: &Config, ms: i64) -> String {
+pub(super) fn time_text(config: &Config, ms: i64) -> String {
     clock::timestamp_of(config, ms.max(0) as u64).to_string()
 }

@@ -1,0 +1,175 @@
+//! Keeping the claim: the registry worker's renewals, and the resumption
+//! of a claim the registry's fence ended (its failover, a `pg_upgrade`, a
+//! restore), which lets a server whose grant still runs issue on without a
+//! pause (`snowflake_registry.resume` says why that is safe). A claim that
+//! cannot be resumed is claimed again above the fence by [`ClaimWorker`]'s
+//! turn (`worker.rs`), which also claims at start and releases at the end.
+
+use super::answer::{asked_of, failure_texts, fence_ended, holder_time_ms, unrightful};
+use super::identity::random_token;
+use super::libpq::{CallError, OnShutdown};
+use super::worker::{time_text, ClaimWorker};
+use super::{ClaimState, Phase};
+use crate::core::config::Config;
+use crate::core::registry::{check_renewal_answer, renew_every_ms, renewal_due, Asked, Grant};
+use crate::pg::settings;
+use crate::pg::state::Shared;
+use pgrx::prelude::*;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+const RENEW_SQL: &str = "SELECT snowflake_registry.renew($1, $2, $3, $4, $5, $6)";
+const RESUME_SQL: &str = "SELECT snowflake_registry.resume($1, $2, $3, $4, $5, $6, $7)";
+
+impl ClaimWorker {
+    /// Calls `sql` (a renewal or a resumption, which answer the grant's new
+    /// end) and checks the answer against the grant `held` and what was
+    /// asked: one no registry function gives is refused, never used.
+    fn extend_grant(
+        &mut self,
+        sql: &str,
+        params: &[Option<String>],
+        held: &Grant,
+        asked: &Asked,
+        what: &str,
+    ) -> Result<u64, CallError> {
+        self.call(sql, params, OnShutdown::Abort).and_then(|rows| {
+            let until = rows
+                .first()
+                .and_then(|r| r.first().cloned().flatten())
+                .and_then(|v| v.parse::<i64>().ok())
+                .ok_or_else(|| unrightful(format!("{what} answered {rows:?}"), None))?;
+            check_renewal_answer(held, asked, until)
+                .map_err(|e| unrightful(format!("{what} answered {until}"), Some(e)))
+        })
+    }
+
+    pub(super) fn renew(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
+        let Some(grant) = self.grant else { return };
+        let asked = asked_of(config, shared);
+        let params = [
+            Some(settings::registry_fleet()),
+            Some(grant.node_id.to_string()),
+            Some(grant.claim_id.to_string()),
+            Some(self.token()),
+            Some(asked.holder_now_ms.to_string()),
+            Some(asked.grant_ms.to_string()),
+        ];
+        let until = self.extend_grant(RENEW_SQL, &params, &grant, &asked, "a renewal");
+        match until {
+            Ok(until) => {
+                state.until_ms.fetch_max(until, Ordering::AcqRel);
+                self.grant = Some(Grant {
+                    until_ms: until.max(grant.until_ms),
+                    ..grant
+                });
+                if state.failing.load(Ordering::Acquire) {
+                    log!(
+                        "snowflake_id: the registry {} answers again; node id {} is granted up to {}",
+                        settings::registry_display(),
+                        grant.node_id,
+                        time_text(config, until as i64)
+                    );
+                }
+                self.succeeded(state);
+                // Still short of the target: the registry capped the grant
+                // (its max_grant_ms ahead of its clock, as just after a
+                // fence). Asking again at once would get no more: wait a
+                // renewal interval, at most a second.
+                let grant_ms = settings::registry_grant_ms();
+                if renewal_due(
+                    until.max(grant.until_ms),
+                    holder_time_ms(config, shared),
+                    grant_ms,
+                ) {
+                    self.next_call =
+                        Instant::now() + Duration::from_millis(renew_every_ms(grant_ms).min(1000));
+                }
+            }
+            Err(e) => {
+                let lost = matches!(&e, CallError::Refused { sqlstate, .. } if sqlstate == "55000");
+                if lost {
+                    // Resumed or claimed again only after a fence, whose
+                    // floor covers every grant the registry lost; not after
+                    // a takeover (the two would take it in turn), nor after
+                    // history lost without a fence (stopping is the safe
+                    // side).
+                    let fenced = fence_ended(&e);
+                    state.reclaim.store(fenced, Ordering::Release);
+                    // The token stays the claim's while it may be resumed;
+                    // else it is dead, and the claim made again gets a new
+                    // one (give_up_resuming).
+                    self.resuming = fenced;
+                    if !fenced {
+                        self.token_bytes = random_token();
+                    }
+                }
+                self.failed(state, e, lost);
+            }
+        }
+    }
+
+    /// The claim will not be resumed: its token is dead, and the claim made
+    /// again gets a new one, kept across its retries (a retry whose first
+    /// answer was lost then gets that answer).
+    pub(super) fn give_up_resuming(&mut self) {
+        self.resuming = false;
+        self.token_bytes = random_token();
+    }
+
+    /// Resumes the claim a fence ended (`snowflake_registry.resume`),
+    /// reporting the grant this server holds: issuing never stops. Refused
+    /// (history the registry lost, a grant that has ended, a registry
+    /// script without the function), the node id is claimed again above the
+    /// fence at the next turn.
+    pub(super) fn resume(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
+        let Some(grant) = self.grant else { return };
+        let held_until = state.until_ms().max(grant.until_ms);
+        let asked = asked_of(config, shared);
+        let params = [
+            Some(settings::registry_fleet()),
+            Some(grant.node_id.to_string()),
+            Some(grant.claim_id.to_string()),
+            Some(self.token()),
+            Some(held_until.to_string()),
+            Some(asked.holder_now_ms.to_string()),
+            Some(asked.grant_ms.to_string()),
+        ];
+        let held = Grant {
+            until_ms: held_until,
+            ..grant
+        };
+        let until = self.extend_grant(RESUME_SQL, &params, &held, &asked, "a resumption");
+        match until {
+            Ok(until) => {
+                state.until_ms.fetch_max(until, Ordering::AcqRel);
+                self.grant = Some(Grant {
+                    until_ms: until.max(held_until),
+                    ..grant
+                });
+                self.resuming = false;
+                state.reclaim.store(false, Ordering::Release);
+                state.resumes.fetch_add(1, Ordering::AcqRel);
+                self.succeeded(state);
+                state.set_phase(Phase::Held);
+                log!(
+                    "snowflake_id: resumed claim {} of node id {} after the registry's fence: granted up to {}, issuing never stopped",
+                    grant.claim_id,
+                    grant.node_id,
+                    time_text(config, until as i64)
+                );
+            }
+            Err(e @ CallError::Refused { .. }) => {
+                let (text, _) = failure_texts(&e);
+                log!(
+                    "snowflake_id: claim {} of node id {} is not resumed ({text}); the node id is claimed again above the registry's fence",
+                    grant.claim_id,
+                    grant.node_id
+                );
+                self.give_up_resuming();
+                self.next_call = Instant::now();
+            }
+            Err(e) => self.failed(state, e, false),
+        }
+    }
+}
