@@ -37,8 +37,9 @@
 #         shell, 17 and 19 beside it, their output printed when they end;
 #         SF_TEST_LANES=1: one lane);
 #   4. a real pg_upgrade from 17 to 18 and from 18 to 19, each when both
-#      were tested (tests/upgrade/pg_upgrade.sh; why not from 15: UPGRADES
-#      below).
+#      were tested: of a server with IDs (tests/upgrade/pg_upgrade.sh), and
+#      of a registry under a writing fleet (registry_pg_upgrade.sh); why not
+#      from 15: UPGRADES below.
 # Any failure stops the run with a non-zero status. Each step prints its
 # duration, and the run ends with a summary of the minutes per version.
 set -euo pipefail
@@ -367,7 +368,7 @@ for upgrade in "${UPGRADES[@]}"; do
   step "pg_upgrade from $from to $to"
   upgrade_start=$SECONDS
   PG_BIN=$("$(pg_config_for "$from")" --bindir) NEW_PG_BIN=$("$(pg_config_for "$to")" --bindir) \
-    bash tests/integration/run_all.sh --dir tests/upgrade pg_upgrade
+    bash tests/integration/run_all.sh --dir tests/upgrade pg_upgrade registry_pg_upgrade
   echo "pg_upgrade $from -> $to: $(((SECONDS - upgrade_start + 30) / 60)) min" >>"$SUMMARY_FILE"
 done
 
