@@ -184,6 +184,20 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.node_ids (
 -- A retried claim finds its first answer by its token.
 CREATE INDEX IF NOT EXISTS node_ids_token ON snowflake_registry.node_ids (fleet, token);
 
+-- Since when this registry keeps every claim until its grant ends (no
+-- takeover of a live claim, the rule resume() rests on): a registry that
+-- had claims under an older script took over claims still live, and a
+-- history it may lose (a restore, a failover) may hold such a takeover
+-- until max_grant_ms after the upgrade. -infinity: installed with the rule.
+CREATE TABLE IF NOT EXISTS snowflake_registry.rules (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    claims_kept_live_since timestamptz NOT NULL
+);
+INSERT INTO snowflake_registry.rules (only_row, claims_kept_live_since)
+SELECT true, CASE WHEN EXISTS (SELECT FROM snowflake_registry.node_ids) THEN clock_timestamp()
+                  ELSE '-infinity' END
+ON CONFLICT DO NOTHING;
+
 -- The rows of node_ids hold the floors: deleting one would hand its node
 -- id out again from floor -1, under IDs its earlier holders issued. No
 -- cleaning up deletes them (a released or expired node id is handed out
@@ -577,6 +591,14 @@ BEGIN
 
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = chosen FOR UPDATE;
+    -- Chosen before its row was locked: a renewal or a resumption may have
+    -- made the claim live again meanwhile (a renewal may extend a grant
+    -- past its end). Never taken then: resume() rests on that.
+    IF FOUND AND snowflake_registry.is_live(cur, now_ms) THEN
+        RAISE EXCEPTION 'node id % of fleet "%" was renewed while this claim chose it', chosen, p_fleet
+            USING ERRCODE = '40001',
+                  HINT = 'The claim is retried by itself.';
+    END IF;
     -- -1: never granted, any time is free (unless fenced).
     new_floor := greatest(CASE WHEN FOUND THEN cur.max_until_ms ELSE -1 END, f.fence_ms);
     -- The grant reaches p_grant_ms past the holder's present or the floor,
@@ -639,7 +661,8 @@ BEGIN
     SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
-    IF NOT FOUND OR cur.claim_id <> p_claim_id OR cur.token <> p_token OR cur.released_at IS NOT NULL THEN
+    IF NOT FOUND OR cur.claim_id IS DISTINCT FROM p_claim_id OR cur.token IS DISTINCT FROM p_token
+       OR cur.released_at IS NOT NULL THEN
         RAISE EXCEPTION 'the claim on node id % of fleet "%" is lost: %', p_node_id, p_fleet,
             -- (The caller's own claim, ended by a fence, is reported as such
             -- whatever the row holds now, also after a second fence: its
@@ -652,8 +675,8 @@ BEGIN
                           WHERE g.claim_id = p_claim_id AND g.fleet = p_fleet AND g.node_id = p_node_id
                             AND g.ended = 'fenced')
                      THEN format('the registry ended every claim at %s: %s', f.fenced_at, f.fenced_why)
-                 WHEN cur.claim_id <> p_claim_id THEN 'it was taken over by ' || snowflake_registry.holder_text(cur)
-                 WHEN cur.token <> p_token THEN 'the registry knows another claim with this number (it was restored from a backup)'
+                 WHEN cur.claim_id IS DISTINCT FROM p_claim_id THEN 'it was taken over by ' || snowflake_registry.holder_text(cur)
+                 WHEN cur.token IS DISTINCT FROM p_token THEN 'the registry knows another claim with this number (it was restored from a backup)'
                  ELSE 'it was released' END
             USING ERRCODE = '55000',
                   HINT = 'This server issues IDs until its grant ends. After a fence (the registry ended every claim) its registry worker resumes the claim, or claims the node id again, by itself; otherwise restart it to claim a node id.';
@@ -690,7 +713,8 @@ BEGIN
     PERFORM snowflake_registry.check_incarnation();
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
-    IF NOT FOUND OR cur.claim_id <> p_claim_id OR cur.token <> p_token OR cur.released_at IS NOT NULL THEN
+    IF NOT FOUND OR cur.claim_id IS DISTINCT FROM p_claim_id OR cur.token IS DISTINCT FROM p_token
+       OR cur.released_at IS NOT NULL THEN
         RETURN;
     END IF;
     -- Never below the floor (earlier holders' grants), never above the grant.
@@ -743,11 +767,12 @@ DECLARE
     cap bigint;
     new_until bigint;
 BEGIN
-    IF NOT snowflake_registry.valid_times(p_holder_now_ms, p_grant_ms)
+    IF p_fleet IS NULL OR p_node_id IS NULL OR p_claim_id IS NULL OR p_token IS NULL
+       OR NOT snowflake_registry.valid_times(p_holder_now_ms, p_grant_ms)
        OR p_held_until_ms IS NULL OR p_held_until_ms NOT BETWEEN 0 AND 4611686018427387903 THEN
         RAISE EXCEPTION 'snowflake_registry: invalid resume arguments'
             USING ERRCODE = '22023',
-                  HINT = 'A present and a grant end of 0 to 2^62 ms, and a grant of 1 ms to 1 hour.';
+                  HINT = 'A fleet, node id, claim and token, a present and a grant end of 0 to 2^62 ms, and a grant of 1 ms to 1 hour.';
     END IF;
     PERFORM snowflake_registry.durable_commit();
     -- (A fence made by this call ends this claim too; it commits with the
@@ -756,7 +781,8 @@ BEGIN
     SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
-    IF NOT FOUND OR f.epoch_unix_ms IS NULL OR cur.claim_id <> p_claim_id OR cur.token <> p_token THEN
+    IF NOT FOUND OR f.epoch_unix_ms IS NULL OR cur.claim_id IS DISTINCT FROM p_claim_id
+       OR cur.token IS DISTINCT FROM p_token THEN
         RAISE EXCEPTION 'the claim on node id % of fleet "%" cannot be resumed: the registry does not know it as the node id''s last claim', p_node_id, p_fleet
             USING ERRCODE = '55000',
                   DETAIL = 'Restored from a backup older than the claim, or another server claimed the node id after the claim''s grant ended.',
@@ -768,6 +794,13 @@ BEGIN
     END IF;
     now_ms := snowflake_registry.now_ms(f.epoch_unix_ms);
     cap := least(f.max_grant_ms, 3600000);
+    IF coalesce((SELECT r.claims_kept_live_since FROM snowflake_registry.rules r), 'infinity')
+       > clock_timestamp() - make_interval(secs => (cap + 1000) / 1000.0) THEN
+        RAISE EXCEPTION 'the claim on node id % of fleet "%" cannot be resumed: this registry script was installed over older claims less than max_grant_ms ago', p_node_id, p_fleet
+            USING ERRCODE = '55000',
+                  DETAIL = 'The older script let a live claim be taken over; a history the registry lost may hold such a takeover until every grant given under it has ended.',
+                  HINT = 'The server claims the node id again above the fence, by itself.';
+    END IF;
     IF greatest(cur.until_ms, p_held_until_ms) < now_ms + 1000 THEN
         RAISE EXCEPTION 'the claim on node id % of fleet "%" cannot be resumed: its grant ended at %', p_node_id, p_fleet,
             to_timestamp((f.epoch_unix_ms + greatest(cur.until_ms, p_held_until_ms)) / 1000.0)

@@ -112,8 +112,8 @@ writer n3 8000 &
 wpid3=$!
 sleep 0.5
 kill -STOP "$pid3"; pkill -STOP -P "$pid3"
-# Stale after three missed renewals: n10's retries take the node id over
-# (with the floor); n3 resumes at once, with what is left of its grant.
+# Once n3's grant has ended (it renews no more), n10's retries take the
+# node id over (with the floor); n3, thawed, issues nothing past its grant.
 for _ in $(seq 1 100); do
   [ "$(sql_value reg "SELECT port FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $X3")" = "$(cluster_port n10)" ] && break
   sleep 0.05
@@ -218,8 +218,12 @@ out=$(registry_sql "SELECT snowflake_registry.renew('default', $X2, $claim2, 'no
   fail "another server's claim was renewed without its token"
 echo "$out" | grep -q "is lost" || fail "renewal without the token: $out"
 registry_sql "SELECT snowflake_registry.release('default', $X2, $claim2, 'not-the-holders-token', 0)" >/dev/null
+# (NULL is no token either: a comparison with NULL is not a refusal.)
+registry_sql "SELECT snowflake_registry.release('default', $X2, NULL, NULL, 0)" >/dev/null
+out=$(registry_sql "SELECT snowflake_registry.renew('default', $X2, NULL, NULL, 0, 3000)" 2>&1) &&
+  fail "another server's claim was renewed with a NULL token"
 [ "$(sql_value reg "SELECT state FROM snowflake_registry.holders WHERE fleet = 'default' AND node_id = $X2")" = held ] ||
-  fail "another server's claim was released without its token"
+  fail "another server's claim was released without its token (or with a NULL one)"
 pass "the client role cannot read or change the registry's tables, nor renew or release another server's claim"
 # (A fleet other than "default" is made by the owner; an older registry
 # script, SF_REGISTRY_SQL, made it at its first claim.)

@@ -130,6 +130,8 @@ promote regs
 out=$(reg_error "SELECT snowflake_registry.resume('reclaim', 1000, $probe1, 'not-the-token-00000001', $(( $(now_id_ms) + 5000 )), $(now_id_ms), 60000)")
 echo "$out" | grep -q "55000" && echo "$out" | grep -q "does not know it" ||
   fail "resume() with a wrong token was not refused: $out"
+out=$(reg_error "SELECT snowflake_registry.resume('reclaim', 1000, NULL, NULL, $(( $(now_id_ms) + 5000 )), $(now_id_ms), 60000)")
+echo "$out" | grep -q "22023" || fail "resume() with no claim or token was not refused: $out"
 until1=$(reg_call "SELECT snowflake_registry.resume('reclaim', 1000, $probe1, 'probe-token-0000000001', 0, $(now_id_ms), 60000)")
 [ "$until1" -gt "$(now_id_ms)" ] || fail "the probe's claim was not resumed: $until1"
 [ "$(sql_value regs "SELECT resumed || ' ' || (ended IS NULL) FROM snowflake_registry.grants WHERE claim_id = $probe1")" = "1 true" ] ||

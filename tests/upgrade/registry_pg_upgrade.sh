@@ -57,13 +57,14 @@ done
 sleep 3
 
 # --- the registry upgraded: stopped, pg_upgrade --link, started on its port
-upgrade_at=$(now_ms)
-reg_port=$(cluster_port reg)
-cluster_stop reg
+# (the new cluster made first, as an operator would, outside the outage)
 new_opts=""
 [ "$new_major" -ge 18 ] && [ "$old_major" -lt 18 ] && new_opts="--no-data-checksums"
 PG_BIN=$NEW_PG_BIN SF_INITDB_OPTS=$new_opts cluster_init regnew "$(free_port)"
 as_pg sed -i "/^shared_preload_libraries = 'snowflake_id'$/d" "$(cluster_dir regnew)/postgresql.conf"
+upgrade_at=$(now_ms)
+reg_port=$(cluster_port reg)
+cluster_stop reg
 log="$SF_WORK/pg_upgrade.log"
 if ! (cd "$SF_WORK" && as_pg "$NEW_PG_BIN/pg_upgrade" --link \
   --old-bindir "$OLD_PG_BIN" --new-bindir "$NEW_PG_BIN" \
@@ -91,6 +92,12 @@ no_duplicates "registry pg_upgrade"
 
 report=""
 for s in "${SERVERS[@]}"; do
+  # (A server whose renewal retries were backing off may resume a moment
+  # after the writers end.)
+  for _ in $(seq 1 100); do
+    [ "$(sql_value "$s" "SELECT registry_state || ' ' || registry_resumes FROM snowflake_stats()")" = "held 1" ] && break
+    sleep 0.1
+  done
   [ "$(sql_value "$s" "SELECT registry_state || ' ' || registry_resumes FROM snowflake_stats()")" = "held 1" ] ||
     fail "$s did not resume its claim: $(sql_value "$s" "SELECT registry_state, registry_resumes, registry_message FROM snowflake_stats()"); $(grep snowflake_id "$(cluster_log "$s")" | tail -3)"
   gap=$(awk -v t="$upgrade_at" '$1 > t && prev && $1 - prev > max { max = $1 - prev } { prev = $1 } END { print max + 0 }' "$SF_WORK/ok.$s")

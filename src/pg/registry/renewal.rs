@@ -151,7 +151,11 @@ impl ClaimWorker {
                 state.reclaim.store(false, Ordering::Release);
                 state.resumes.fetch_add(1, Ordering::AcqRel);
                 self.succeeded(state);
-                state.set_phase(Phase::Held);
+                // Held again, or still waiting for the floor of a claim
+                // made again after an earlier fence: published once the
+                // clock is near it, as after a claim.
+                state.set_phase(Phase::Waiting);
+                self.publish_when_near(config, state);
                 log!(
                     "snowflake_id: resumed claim {} of node id {} after the registry's fence: granted up to {}, issuing never stopped",
                     grant.claim_id,
@@ -159,7 +163,15 @@ impl ClaimWorker {
                     time_text(config, until as i64)
                 );
             }
-            Err(e @ CallError::Refused { .. }) => {
+            // Given up on the registry's word that the claim cannot be
+            // resumed (55000), or a registry script without the function
+            // (42883, 42501) or that refuses the arguments (22023); any
+            // other failure (a failover under way, a cancelled call, an
+            // answer that cannot be right) is retried while the grant runs.
+            Err(e @ CallError::Refused { .. })
+                if matches!(&e, CallError::Refused { sqlstate, .. }
+                    if ["55000", "42883", "42501", "22023"].contains(&sqlstate.as_str())) =>
+            {
                 let (text, _) = failure_texts(&e);
                 log!(
                     "snowflake_id: claim {} of node id {} is not resumed ({text}); the node id is claimed again above the registry's fence",

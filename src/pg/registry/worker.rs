@@ -340,7 +340,7 @@ impl ClaimWorker {
 
     /// Publishes the claimed node id once issuing above the floor stays
     /// within the drift limit.
-    fn publish_when_near(&mut self, config: &Config, state: &ClaimState) {
+    pub(super) fn publish_when_near(&mut self, config: &Config, state: &ClaimState) {
         let floor = state.floor_ms.load(Ordering::Acquire);
         let wait = wait_for_floor_ms(floor, clock::now_ms(config), settings::max_clock_drift_ms());
         if wait == 0 {
