@@ -29,6 +29,9 @@
 #      identity (the holder's own restart, or a copy: before, it took the
 #      claim over at once, and the holder stopped); resume() is refused
 #      with a wrong token and for a grant that has ended.
+#   5. A second fence while a claim made again waits for its floor: the
+#      claim is resumed, and its node id published when the clock nears
+#      the floor.
 #
 # Also: lowering a fleet's max_grant_ms keeps the longer bound's reach for
 # the fences that follow (the grants given under it may reach that far).
@@ -206,6 +209,38 @@ done
 renewed=$(sql_value regs "SELECT count(*) FROM snowflake_registry.node_ids WHERE fleet = 'reclaim' AND released_at IS NULL AND renewed_at > to_timestamp($crash_at / 1000.0)")
 [ "$renewed" -ge 4 ] || fail "only $renewed claims renewed after the registry's crash"
 pass "registry crash with synchronous_commit = off: no fence, every claim held; longest time without an ID:$report"
+
+# --- 5. a second fence while a claim made again waits for its floor
+# n4 frozen past its grant again; a fence by hand as it thaws: it claims
+# its node id again with the fence as its floor (about 15 s ahead), and
+# waits. A second fence then ends that claim too; n4 resumes it (its grant
+# reaches the floor) and must still publish its node id once the clock is
+# near the floor. (Before, a resumption set the claim held without its
+# node id: n4 refused until restarted.)
+n4_pid=$(head -1 "$(cluster_dir n4)/postmaster.pid")
+kill -STOP "$n4_pid"; pkill -STOP -P "$n4_pid"
+sleep $(( GRANT_MS / 1000 + 2 ))
+sql_value regs "SELECT count(*) FROM snowflake_registry.fence_after_restore()" >/dev/null
+kill -CONT "$n4_pid"; pkill -CONT -P "$n4_pid"
+for _ in $(seq 1 100); do
+  [ "$(sql_value n4 "SELECT registry_state FROM snowflake_stats()")" = waiting ] && break
+  sleep 0.1
+done
+[ "$(sql_value n4 "SELECT registry_state FROM snowflake_stats()")" = waiting ] ||
+  fail "n4 is not waiting for its floor after the fence: $(sql_value n4 "SELECT registry_state, registry_message FROM snowflake_stats()")"
+resumes=$(sql_value n4 "SELECT registry_resumes FROM snowflake_stats()")
+sql_value regs "SELECT count(*) FROM snowflake_registry.fence_after_restore()" >/dev/null
+for _ in $(seq 1 100); do
+  [ "$(sql_value n4 "SELECT registry_resumes FROM snowflake_stats()")" -gt "$resumes" ] && break
+  sleep 0.1
+done
+[ "$(sql_value n4 "SELECT registry_resumes FROM snowflake_stats()")" -gt "$resumes" ] ||
+  fail "n4 did not resume its waiting claim after the second fence: $(sql_value n4 "SELECT registry_state, registry_message FROM snowflake_stats()")"
+wait_issuing n4 30
+[ "$(sql_value n4 "SELECT registry_state FROM snowflake_stats()")" = held ] ||
+  fail "n4 issues but its claim is not held: $(sql_value n4 "SELECT registry_state, registry_message FROM snowflake_stats()")"
+no_duplicates "a second fence while waiting"
+pass "a claim made again and waiting for its floor, fenced once more: resumed, and its node id published when the clock neared the floor"
 
 # --- lowering max_grant_ms keeps the longer bound's reach
 sql_value regs "UPDATE snowflake_registry.fleets SET max_grant_ms = 1000 WHERE fleet = 'reclaim'" >/dev/null
