@@ -66,6 +66,21 @@ wait_issuing() {
   done
   fail "$1 did not issue within $2 s: $(psql_on "$1" -c 'SELECT snowflake_next()' 2>&1 | head -3)"
 }
+# timed_writer NAME MS: inserts 20 IDs at a time (recorded) on NAME for
+# MS ms, about every 20 ms; the time of each success (ms since 1970) goes
+# to $SF_WORK/ok.NAME, each failure to $SF_WORK/w.NAME.err.
+timed_writer() {
+  local name=$1 end=$(( $(now_ms) + $2 ))
+  while [ "$(now_ms)" -lt "$end" ]; do
+    if issue "$name" 20 2>> "$SF_WORK/w.$name.err"; then now_ms >> "$SF_WORK/ok.$name"; fi
+    sleep 0.02
+  done
+}
+# longest_gap NAME SINCE: the longest time (ms) between two of NAME's
+# successes (timed_writer) after SINCE (ms since 1970).
+longest_gap() {
+  awk -v t="$2" '$1 > t && prev && $1 - prev > max { max = $1 - prev } { prev = $1 } END { print max + 0 }' "$SF_WORK/ok.$1"
+}
 no_duplicates() {
   local dups; dups=$(sort "$IDS" | uniq -d | sed -n 1,5p)
   [ -z "$dups" ] || fail "$1: IDs issued twice: $dups"

@@ -99,23 +99,9 @@ echo "$out" | grep -q "55000" && echo "$out" | grep -q "previous run" ||
 probe2=$(probe_claim 1001 probe-token-0000000003 2000)
 pass "a live claim is refused to a claim of the same identity (system identifier, host, port, data directory)"
 
-# writer NAME MS: inserts (recorded) on NAME for MS ms; the time of each
-# success goes to $SF_WORK/ok.NAME.
-writer() {
-  local name=$1 end=$(( $(now_ms) + $2 ))
-  while [ "$(now_ms)" -lt "$end" ]; do
-    if issue "$name" 20 2>> "$SF_WORK/w.$name.err"; then now_ms >> "$SF_WORK/ok.$name"; fi
-    sleep 0.02
-  done
-}
-# longest_gap NAME SINCE: the longest time (ms) between two of NAME's
-# successes after SINCE (ms since 1970).
-longest_gap() {
-  awk -v t="$2" '$1 > t && prev && $1 - prev > max { max = $1 - prev } { prev = $1 } END { print max + 0 }' "$SF_WORK/ok.$1"
-}
 pids=()
 for s in "${SERVERS[@]}"; do
-  writer "$s" 32000 &
+  timed_writer "$s" 32000 &
   pids+=($!)
 done
 sleep 2
@@ -186,7 +172,7 @@ fences=$(sql_value regs "SELECT count(*) FROM snowflake_registry.fences")
 psql_on regs -c "ALTER SYSTEM SET synchronous_commit = off" -c "SELECT pg_reload_conf()" >/dev/null
 pids=()
 for s in "${SERVERS[@]}"; do
-  writer "$s" 16000 &
+  timed_writer "$s" 16000 &
   pids+=($!)
 done
 sleep 5

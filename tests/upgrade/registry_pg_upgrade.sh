@@ -40,18 +40,9 @@ for s in "${SERVERS[@]}"; do wait_issuing "$s" 20; done
 old_sysid=$(sql_value reg "SELECT system_identifier FROM pg_control_system()")
 pass "four servers of PostgreSQL $old_major claimed node ids from a registry on PostgreSQL $old_major"
 
-# writer NAME MS: inserts (recorded) on NAME for MS ms; the time of each
-# success goes to $SF_WORK/ok.NAME.
-writer() {
-  local name=$1 end=$(( $(now_ms) + $2 ))
-  while [ "$(now_ms)" -lt "$end" ]; do
-    if issue "$name" 20 2>> "$SF_WORK/w.$name.err"; then now_ms >> "$SF_WORK/ok.$name"; fi
-    sleep 0.05
-  done
-}
 pids=()
 for s in "${SERVERS[@]}"; do
-  writer "$s" 30000 &
+  timed_writer "$s" 30000 &
   pids+=($!)
 done
 sleep 3
@@ -100,7 +91,7 @@ for s in "${SERVERS[@]}"; do
   done
   [ "$(sql_value "$s" "SELECT registry_state || ' ' || registry_resumes FROM snowflake_stats()")" = "held 1" ] ||
     fail "$s did not resume its claim: $(sql_value "$s" "SELECT registry_state, registry_resumes, registry_message FROM snowflake_stats()"); $(grep snowflake_id "$(cluster_log "$s")" | tail -3)"
-  gap=$(awk -v t="$upgrade_at" '$1 > t && prev && $1 - prev > max { max = $1 - prev } { prev = $1 } END { print max + 0 }' "$SF_WORK/ok.$s")
+  gap=$(longest_gap "$s" "$upgrade_at")
   [ "$gap" -lt "$RENEW_MS" ] ||
     fail "$s could not issue for $gap ms across the registry's upgrade, a renewal interval ($RENEW_MS ms) or more"
   report+=" ${s}: ${gap} ms;"
