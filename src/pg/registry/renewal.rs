@@ -20,20 +20,25 @@ use std::time::{Duration, Instant};
 
 const RENEW_SQL: &str = "SELECT snowflake_registry.renew($1, $2, $3, $4, $5, $6)";
 const RESUME_SQL: &str = "SELECT snowflake_registry.resume($1, $2, $3, $4, $5, $6, $7)";
+/// The SQLSTATEs on which resuming is given up (see `resume`).
+const RESUME_REFUSALS: [&str; 4] = ["55000", "42883", "42501", "22023"];
 
 impl ClaimWorker {
     /// Calls `sql` (a renewal or a resumption, which answer the grant's new
     /// end) and checks the answer against the grant `held` and what was
-    /// asked: one no registry function gives is refused, never used.
+    /// asked: one no registry function gives is refused, never used. A
+    /// good answer raises the grant (never lowers it); returns the
+    /// registry's answer.
     fn extend_grant(
         &mut self,
+        state: &ClaimState,
         sql: &str,
         params: &[Option<String>],
         held: &Grant,
         asked: &Asked,
         what: &str,
     ) -> Result<u64, CallError> {
-        self.call(sql, params, OnShutdown::Abort).and_then(|rows| {
+        let until = self.call(sql, params, OnShutdown::Abort).and_then(|rows| {
             let until = rows
                 .first()
                 .and_then(|r| r.first().cloned().flatten())
@@ -41,7 +46,13 @@ impl ClaimWorker {
                 .ok_or_else(|| unrightful(format!("{what} answered {rows:?}"), None))?;
             check_renewal_answer(held, asked, until)
                 .map_err(|e| unrightful(format!("{what} answered {until}"), Some(e)))
-        })
+        })?;
+        state.until_ms.fetch_max(until, Ordering::AcqRel);
+        self.grant = Some(Grant {
+            until_ms: until.max(held.until_ms),
+            ..*held
+        });
+        Ok(until)
     }
 
     pub(super) fn renew(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
@@ -55,14 +66,9 @@ impl ClaimWorker {
             Some(asked.holder_now_ms.to_string()),
             Some(asked.grant_ms.to_string()),
         ];
-        let until = self.extend_grant(RENEW_SQL, &params, &grant, &asked, "a renewal");
+        let until = self.extend_grant(state, RENEW_SQL, &params, &grant, &asked, "a renewal");
         match until {
             Ok(until) => {
-                state.until_ms.fetch_max(until, Ordering::AcqRel);
-                self.grant = Some(Grant {
-                    until_ms: until.max(grant.until_ms),
-                    ..grant
-                });
                 if state.failing.load(Ordering::Acquire) {
                     log!(
                         "snowflake_id: the registry {} answers again; node id {} is granted up to {}",
@@ -139,14 +145,9 @@ impl ClaimWorker {
             until_ms: held_until,
             ..grant
         };
-        let until = self.extend_grant(RESUME_SQL, &params, &held, &asked, "a resumption");
+        let until = self.extend_grant(state, RESUME_SQL, &params, &held, &asked, "a resumption");
         match until {
             Ok(until) => {
-                state.until_ms.fetch_max(until, Ordering::AcqRel);
-                self.grant = Some(Grant {
-                    until_ms: until.max(held_until),
-                    ..grant
-                });
                 self.resuming = false;
                 state.reclaim.store(false, Ordering::Release);
                 state.resumes.fetch_add(1, Ordering::AcqRel);
@@ -168,9 +169,9 @@ impl ClaimWorker {
             // (42883, 42501) or that refuses the arguments (22023); any
             // other failure (a failover under way, a cancelled call, an
             // answer that cannot be right) is retried while the grant runs.
-            Err(e @ CallError::Refused { .. })
+            Err(e)
                 if matches!(&e, CallError::Refused { sqlstate, .. }
-                    if ["55000", "42883", "42501", "22023"].contains(&sqlstate.as_str())) =>
+                    if RESUME_REFUSALS.contains(&sqlstate.as_str())) =>
             {
                 let (text, _) = failure_texts(&e);
                 log!(
