@@ -281,7 +281,7 @@ $$;
 -- Fences every fleet: no grant this registry gave, including those a
 -- restore lost, ends past its clock plus the fleet's max_grant_ms; that
 -- becomes every node id's floor, and every claim it knows ends (their
--- holders issue up to their grants, then refuse until restarted).
+-- holders resume them, or issue up to their grants and claim again).
 DROP FUNCTION IF EXISTS snowflake_registry.fence(text);
 CREATE OR REPLACE FUNCTION snowflake_registry.fence(p_why text, p_longest_grant_ms bigint DEFAULT NULL)
 RETURNS TABLE (fleet text, fenced_until timestamptz, claims_ended int)
@@ -679,7 +679,7 @@ BEGIN
                  WHEN cur.token IS DISTINCT FROM p_token THEN 'the registry knows another claim with this number (it was restored from a backup)'
                  ELSE 'it was released' END
             USING ERRCODE = '55000',
-                  HINT = 'This server issues IDs until its grant ends. After a fence (the registry ended every claim) its registry worker resumes the claim, or claims the node id again, by itself; otherwise restart it to claim a node id.';
+                  HINT = 'This server issues IDs until its grant ends. Its registry worker resumes the claim after a fence (the registry ended every claim), or claims the node id again by itself, which succeeds once no other server holds it.';
     END IF;
     -- Even past its end on the registry's clock the grant may be renewed:
     -- no one took the id, and the next floor counts the new grant.

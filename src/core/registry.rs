@@ -434,12 +434,16 @@ mod tests {
         /// The rule before: a claim by a server of the same identity took
         /// a live claim over (its restart, or a copy).
         takes_live_claims_of_same_identity: bool,
+        /// A holder whose claim is lost claims its node id again by itself
+        /// (the server's side: the registry worker).
+        claims_again: bool,
     }
 
     const RULES: Rules = Rules {
         fence: true,
         resume_checks_grant_end: true,
         takes_live_claims_of_same_identity: false,
+        claims_again: true,
     };
 
     /// The registry's rules (claim, renew, release, the fence after a
@@ -814,25 +818,52 @@ mod tests {
                         continue;
                     };
                     let holder_now = (now + s.skew).max(s.last_ms.map_or(0, |m| m as i64));
-                    // Lost: it keeps the grant it has, no more. Ended by a
-                    // fence: it asks to resume, reporting its grant.
+                    // Ended by a fence: it asks to resume, reporting its
+                    // grant. Lost otherwise: it claims the node id again.
                     let answer = match reg.renew(now, &g, holder_now, grant_ms) {
                         Err(Refused::Fenced) => {
                             reg.resume(now, &g, g.until_ms, holder_now, grant_ms)
                         }
                         answer => answer,
                     };
-                    if let Ok(until) = answer {
-                        let asked = model_asked(s.fixed, holder_now, grant_ms, reg.nodes);
-                        assert_eq!(
-                            check_renewal_answer(&g, &asked, until as i64),
-                            Ok(until),
-                            "a true renewal's answer refused"
-                        );
-                        s.grant = Some(Grant {
-                            until_ms: until,
-                            ..g
-                        });
+                    match answer {
+                        Ok(until) => {
+                            let asked = model_asked(s.fixed, holder_now, grant_ms, reg.nodes);
+                            assert_eq!(
+                                check_renewal_answer(&g, &asked, until as i64),
+                                Ok(until),
+                                "a true renewal's answer refused"
+                            );
+                            s.grant = Some(Grant {
+                                until_ms: until,
+                                ..g
+                            });
+                        }
+                        // Not resumed (taken over, forgotten, or its grant
+                        // ended): the same node id claimed again, in the
+                        // same lifetime (its backends may pair the node id
+                        // with the next ID), used only above the grant it
+                        // held (`uncovered_reclaim`). Refused (held by
+                        // another), it keeps its old grant, and asks again
+                        // at its next renewal.
+                        Err(_) if rules.claims_again => {
+                            if let Ok(again) = reg.claim(
+                                now,
+                                s.lifetime,
+                                s.identity,
+                                Some(g.node_id),
+                                s.preferred,
+                                holder_now,
+                                grant_ms,
+                            ) {
+                                if again.floor_ms >= g.until_ms as i64 {
+                                    let floor = first_ms_above(again.floor_ms);
+                                    s.last_ms = Some(s.last_ms.map_or(floor, |m| m.max(floor)));
+                                    s.grant = Some(again);
+                                }
+                            }
+                        }
+                        Err(_) => {}
                     }
                 }
                 Step::Pause(i) => servers[pick(i)].paused = true,
@@ -949,6 +980,43 @@ mod tests {
         reg.release(&b, 2_100);
         let c = reg.claim(2_200, 21, 21, None, None, 2_200, 600).unwrap();
         assert_eq!((c.node_id, c.floor_ms), (0, 2_100));
+    }
+
+    /// A holder whose node id was taken over (it was paused past its
+    /// grant) claims it again by itself: refused while the successor holds
+    /// it, taken back above the successor's IDs once it is free. Whatever
+    /// the fleet does, the property test above runs with this.
+    #[test]
+    fn a_lost_claim_is_claimed_again_once_its_node_id_is_free() {
+        let steps = [
+            Step::Start(0),
+            Step::Issue(0),
+            Step::Pause(0),
+            Step::Tick(2_000),
+            Step::Start(4),
+            Step::Issue(4),
+            Step::Resume(0),
+            Step::Renew(0),
+            Step::Issue(0),
+            Step::Issue(4),
+            Step::Stop(4),
+            Step::Renew(0),
+            Step::Issue(0),
+            Step::Issue(0),
+        ];
+        run(&steps, &[0, 0, 0, 0, 0], true, 600, RULES).unwrap();
+        let mut reg = model_registry();
+        let a = reg.claim(0, 0, 0, Some(0), None, 0, 600).unwrap();
+        let b = reg.claim(2_000, 1, 1, Some(0), None, 2_000, 600).unwrap();
+        assert_eq!(reg.renew(2_001, &a, 2_001, 600), Err(Refused::Lost));
+        assert_eq!(
+            reg.claim(2_001, 0, 0, Some(0), None, 2_001, 600),
+            Err(Refused::Held)
+        );
+        reg.release(&b, 2_300);
+        let again = reg.claim(2_400, 0, 0, Some(0), None, 2_400, 600).unwrap();
+        assert_eq!((again.node_id, again.floor_ms), (0, 2_300));
+        assert!(again.floor_ms >= a.until_ms as i64);
     }
 
     fn model_registry() -> ModelRegistry {

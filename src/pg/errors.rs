@@ -401,7 +401,7 @@ impl Error {
                     format!("the node id's grant ended at {until} and the registry ({registry}) has not renewed it: {message}")
                 },
                 if lost {
-                    "After a fence of the registry (the message says it ended every claim), the registry worker claims the node id again by itself and issuing resumes once the clock is near the fence. After a takeover by another server, restart this server to claim a node id (with snowflake_id.node_id unset it takes a free one); it issued no ID the new holder can issue."
+                    "The registry worker claims the same node id again by itself: after a fence of the registry (the message says it ended every claim) issuing resumes once the clock is near the fence; after a takeover, once the other server no longer holds it (it issued no ID the new holder can issue). To take another node id instead, leave snowflake_id.node_id unset and restart this server."
                 } else {
                     "Make the registry reachable again: issuing resumes by itself once the registry worker renews the grant. snowflake_id.registry_grant sets how long a server issues without the registry."
                 },

@@ -9,7 +9,8 @@
 # layout that differs from the fleet's; the registry down at start, down
 # while issuing past the grant, and back; a holder paused (SIGSTOP) while
 # its node id is taken over, resumed: it never issues past its grant, and
-# its successor only above it; copies: `cp -a` of a stopped data directory
+# its successor only above it, and it takes the node id back by itself
+# once its successor has stopped; copies: `cp -a` of a stopped data directory
 # started beside its original, a crash-consistent copy of a running one, a
 # restored backup, and (17 and later) a pg_createsubscriber conversion;
 # least privilege of the client role; a full pool; and at the end, for every
@@ -138,6 +139,27 @@ grep -q "ended this server's claim" "$SF_WORK/w.n3.err" ||
   fail "snowflake_stats() on n3 does not show the lost claim: $(sql_value n3 "SELECT issuing_held, registry_state, registry_message FROM snowflake_stats()")"
 pass "the paused holder issued up to $((n3_max >> 22)) ms, within its grant, and then refused; its successor from $((n10_min >> 22)) ms; $(wc -l < "$SF_WORK/w.n3") and $(wc -l < "$SF_WORK/w.n10") IDs"
 no_duplicates "paused holder"
+
+# --- the holder taken over claims its node id again by itself: refused
+# while n10 holds it, taken back once n10 has stopped (its clean shutdown
+# releases it at the bound it issued), above every ID n10 issued. (Before,
+# it refused until restarted: a claim could take a live one then, and the
+# two would have taken the node id from each other in turn.)
+for _ in $(seq 1 50); do
+  sql_value n3 "SELECT registry_message FROM snowflake_stats()" | grep -q "is held by" && break
+  sleep 0.1
+done
+sql_value n3 "SELECT registry_message FROM snowflake_stats()" | grep -q "is held by" ||
+  fail "n3 does not ask for node id $X3 again: $(sql_value n3 "SELECT registry_state, registry_message FROM snowflake_stats()")"
+n10_max=$(sort -n "$SF_WORK/w.n10" | tail -1)
+cluster_stop n10
+wait_issuing n3 15
+[ "$(node_of n3)" = "$X3" ] || fail "n3 issues under node id $(node_of n3), not its own $X3"
+n3_again=$(sql_value n3 "SELECT max(id) FROM t")
+[ "$n3_again" -gt "$n10_max" ] || fail "n3's ID $n3_again, after it claimed node id $X3 again, is not above n10's last $n10_max"
+log_has n3 "node id $X3 claimed again after its claim ended" || fail "n3's log does not say it claimed node id $X3 again"
+pass "the holder taken over asked for node id $X3 again, refused while n10 held it, and took it back by itself once n10 stopped, above n10's IDs"
+no_duplicates "the holder taken over, claiming again"
 
 # --- copies
 copy_setup() { # copy_setup FROM TO: the copied directory as a new server

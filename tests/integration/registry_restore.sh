@@ -26,7 +26,9 @@
 #      same system identifier: nothing to notice): the operator runs
 #      fence_after_restore(), and the next holder of a node id claimed in
 #      the lost history (by `d`, which ran ahead and crashed) starts above
-#      it.
+#      it; `g`, which claimed in the lost history and kept running, is told
+#      the registry does not know its claim, and claims its node id again
+#      by itself above the fence.
 #   3. With `on_new_timeline = 'trust'` (a registry that fails over only to
 #      synchronous standbys), a new timeline is recorded and fences nothing:
 #      a holder keeps its claim and issues on.
@@ -178,6 +180,13 @@ issue d 20000
 d_node=$(node_of d)
 d_last=$(sql_value d "SELECT max(id) FROM t")
 cluster_kill9 d
+# g claims after the snapshot too, and keeps running through the restore.
+node_init g "${FLEET[@]}"
+cluster_start g
+make_table g
+issue g 100
+g_node=$(node_of g)
+g_before=$(sql_value g "SELECT max(id) FROM t")
 node_init e "${FLEET[@]}"
 cluster_stop reg
 rm -rf "$REG_DIR"
@@ -200,6 +209,24 @@ fence2=$(registry_admin "SELECT fence_ms FROM snowflake_registry.fleets")
 [ "$(registry_admin "SELECT count(*) FROM snowflake_registry.fences")" -gt "$fences_before" ] ||
   fail "fence_after_restore() recorded no fence"
 pass "restored from a copy of its data directory and fenced by hand: e took d's node id $d_node above the fence"
+
+# g's claim was made in the history the restore lost: the registry does not
+# know it (so it cannot be resumed). g issues up to its grant's end, then
+# claims its node id again by itself, above the fence, and issues on.
+# (Before, it refused until restarted.)
+for _ in $(seq 1 300); do
+  log_has g "node id $g_node claimed again after its claim ended" && break
+  sleep 0.1
+done
+wait_issuing g 40
+[ "$(node_of g)" = "$g_node" ] || fail "g issues under node id $(node_of g), not its own $g_node"
+g_after=$(sql_value g "SELECT max(id) FROM t")
+{ [ "$g_after" -gt "$g_before" ] && [ "$(id_ms "$g_after")" -gt "$fence2" ]; } ||
+  fail "g's ID $g_after (time $(id_ms "$g_after")) is not above its earlier $g_before and the fence $fence2"
+log_has g "node id $g_node claimed again after its claim ended" ||
+  fail "g's log does not say it claimed node id $g_node again: $(grep snowflake_id "$(cluster_log g)" | tail -3)"
+no_duplicates "g, whose claim the restore lost"
+pass "g, whose claim the restore lost, claimed node id $g_node again by itself above the fence and issues on"
 
 # --- 3. on_new_timeline = 'trust': a new timeline (here: recovery of the
 # registry's own WAL, as after a failover) fences nothing

@@ -52,8 +52,9 @@ pub enum Phase {
     Waiting = 2,
     /// Claimed and issuing.
     Held = 3,
-    /// The registry gave the node id to another server: issuing goes on
-    /// within the grant, then stops until a restart.
+    /// The registry ended the claim (a fence, a takeover, a claim it does
+    /// not know): issuing goes on within the grant, then stops until the
+    /// node id is resumed or claimed again.
     Lost = 4,
     /// Released at shutdown.
     Released = 5,
@@ -114,9 +115,9 @@ pub struct ClaimState {
     /// Whether `message` says why the last call failed (the grant may
     /// still hold).
     failing: AtomicBool,
-    /// Whether a lost claim is claimed again by itself: when the registry
-    /// ended it (a fence, lost history), not when another server took the
-    /// node id over (the two would take it from each other in turn).
+    /// Whether a lost claim is resumed or claimed again by itself: from
+    /// its loss on, until a claim made again comes with a floor below the
+    /// grant this server held (`uncovered_reclaim`: the operator fences).
     pub(super) reclaim: AtomicBool,
     lock: Lock,
     /// The last failure (or what the claim waits for), NUL-padded;
@@ -312,8 +313,8 @@ pub fn claim_status() -> Option<ClaimStatus> {
 /// Registry mode: why this server cannot issue now, as `snowflake_stats()`
 /// shows it: no node id claimed (with the error `snowflake_next()`
 /// raises), or the claim ended by the registry (issuing ends with the
-/// grant, and starts again once the node id is claimed anew: by the
-/// registry worker after a fence, at a restart after a takeover).
+/// grant, and starts again once the registry worker has resumed it or
+/// claimed the node id anew).
 pub fn hold(config: &Config) -> Option<(Held, String)> {
     let state = state()?;
     let phase = state.phase();
@@ -323,7 +324,7 @@ pub fn hold(config: &Config) -> Option<(Held, String)> {
         return Some((
             Held::RegistryLost,
             format!(
-                "the registry ({}) ended this server's claim: IDs are issued up to the grant's end at {until}, then refused until the node id is claimed again (by itself after a fence of the registry; after a takeover, at a restart){}",
+                "the registry ({}) ended this server's claim: IDs are issued up to the grant's end at {until}, then refused until the registry worker claims it again (after a takeover: once the other server no longer holds it){}",
                 shown_registry(),
                 if why.is_empty() { String::new() } else { format!(" ({why})") }
             ),

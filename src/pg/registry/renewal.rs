@@ -2,8 +2,9 @@
 //! of a claim the registry's fence ended (its failover, a `pg_upgrade`, a
 //! restore), which lets a server whose grant still runs issue on without a
 //! pause (`snowflake_registry.resume` says why that is safe). A claim that
-//! cannot be resumed is claimed again above the fence by [`ClaimWorker`]'s
-//! turn (`worker.rs`), which also claims at start and releases at the end.
+//! cannot be resumed, or that was lost otherwise, is claimed again by
+//! [`ClaimWorker`]'s turn (`worker.rs`), which also claims at start and
+//! releases at the end.
 
 use super::answer::{asked_of, failure_texts, fence_ended, holder_time_ms, unrightful};
 use super::identity::random_token;
@@ -95,13 +96,18 @@ impl ClaimWorker {
             Err(e) => {
                 let lost = matches!(&e, CallError::Refused { sqlstate, .. } if sqlstate == "55000");
                 if lost {
-                    // Resumed or claimed again only after a fence, whose
-                    // floor covers every grant the registry lost; not after
-                    // a takeover (the two would take it in turn), nor after
-                    // history lost without a fence (stopping is the safe
-                    // side).
+                    // Ended by a fence: resumed if the registry can prove
+                    // that safe, else claimed again. Taken over (this
+                    // server was paused or cut off past its grant), or a
+                    // claim the registry does not know (made in the
+                    // history a restore lost): claimed again at once. No
+                    // claim takes a live one, so the claim made again is
+                    // refused while another server holds the node id, and
+                    // its floor covers every grant of it the registry
+                    // knows, this server's among them (else it is not
+                    // used: uncovered_reclaim).
                     let fenced = fence_ended(&e);
-                    state.reclaim.store(fenced, Ordering::Release);
+                    state.reclaim.store(true, Ordering::Release);
                     // The token stays the claim's while it may be resumed;
                     // else it is dead, and the claim made again gets a new
                     // one (give_up_resuming).

@@ -181,13 +181,14 @@ impl ClaimWorker {
             // The registry's fence ended the claim (after its failover,
             // a pg_upgrade or a restore): resumed, reporting the grant held,
             // while that grant runs (snowflake_registry.resume says why that
-            // is safe); else the same node id is claimed again, with a new
-            // token,
-            // above every ID any holder of it may have issued (the floor).
+            // is safe). Else, and after any other loss (a takeover, a claim
+            // the registry does not know), the same node id is claimed
+            // again, with a new token, above every ID any holder of it may
+            // have issued (the floor); refused while another server holds
+            // it (no claim takes a live one), and asked again.
             // Never another node id: a backend between its node-id check and
             // its ID may still pair the node id it read with the
-            // generator's next time. A claim another server took over is
-            // not: the two would take it in turn.
+            // generator's next time.
             Phase::Lost => {
                 if let (Some(node), true) = (
                     self.grant.map(|g| g.node_id),
