@@ -43,7 +43,8 @@ CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"grant_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
 	"registry_message" TEXT,  /* Option < String > */
 	"registry_worker_restarts" bigint,  /* Option < i64 > */
-	"registry_resumes" bigint  /* Option < i64 > */
+	"registry_resumes" bigint,  /* Option < i64 > */
+	"registry_connection" TEXT  /* Option < String > */
 )
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */

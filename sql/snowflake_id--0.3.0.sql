@@ -254,13 +254,13 @@ AS 'MODULE_PATHNAME', 'snowflake_sequence_given_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/introspection.rs:287
+-- src/sql/introspection.rs:295
 -- snowflake_id::sql::introspection::snowflake_stats
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/introspection.rs:246
+-- src/sql/introspection.rs:253
 -- snowflake_id::sql::introspection::snowflake_stats
 CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"node_id" INT,  /* Option < i32 > */
@@ -290,7 +290,8 @@ CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"grant_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
 	"registry_message" TEXT,  /* Option < String > */
 	"registry_worker_restarts" bigint,  /* Option < i64 > */
-	"registry_resumes" bigint  /* Option < i64 > */
+	"registry_resumes" bigint,  /* Option < i64 > */
+	"registry_connection" TEXT  /* Option < String > */
 )
 STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */

@@ -222,6 +222,71 @@ pub fn display(conninfo: &str) -> String {
     out
 }
 
+/// How far the server can trust that its registry connection reaches the
+/// registry and nothing in between, as libpq made it: the registry's
+/// answers are checked against the rules (`registry::check_*`), but a
+/// plausible lie (a lower floor) is caught only by a connection no one on
+/// the network path can answer on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionTrust {
+    /// A Unix-domain socket: no network path.
+    Socket,
+    /// TLS with `sslmode=verify-full`: the registry's certificate, signed
+    /// by the trusted root, names the host connected to.
+    Verified,
+    /// TCP without TLS, or TLS without checking the host name
+    /// (`sslmode=require` or `verify-ca`): anyone on the path, or any
+    /// server with a certificate of the same authority, can answer.
+    Unverified,
+}
+
+impl ConnectionTrust {
+    /// What `snowflake_stats().registry_connection` shows.
+    pub fn label(self) -> &'static str {
+        match self {
+            ConnectionTrust::Socket => "socket",
+            ConnectionTrust::Verified => "verified",
+            ConnectionTrust::Unverified => "unverified",
+        }
+    }
+
+    /// The value kept in shared memory (0: no connection yet).
+    pub fn code(self) -> u32 {
+        match self {
+            ConnectionTrust::Socket => 1,
+            ConnectionTrust::Verified => 2,
+            ConnectionTrust::Unverified => 3,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Option<ConnectionTrust> {
+        match code {
+            1 => Some(ConnectionTrust::Socket),
+            2 => Some(ConnectionTrust::Verified),
+            3 => Some(ConnectionTrust::Unverified),
+            _ => None,
+        }
+    }
+}
+
+/// The trust of an open connection, from what libpq reports of it: the
+/// host it reached (`PQhost`: a socket directory starts with `/`, an
+/// abstract socket with `@`), whether TLS is in use (`PQsslInUse`) and
+/// the `sslmode` in effect (`PQconninfo`, after the setting, the
+/// environment and a service file). Checking the chain without the host
+/// name (`verify-ca`) is not enough: a certificate the same authority
+/// gave another server (the registry's standby, any server of the fleet)
+/// would pass.
+pub fn connection_trust(host: &str, ssl_in_use: bool, sslmode: &str) -> ConnectionTrust {
+    if host.starts_with('/') || host.starts_with('@') {
+        ConnectionTrust::Socket
+    } else if ssl_in_use && sslmode == "verify-full" {
+        ConnectionTrust::Verified
+    } else {
+        ConnectionTrust::Unverified
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,5 +374,37 @@ mod tests {
             let uri = format!("postgresql://u:{secret}@h/db?{key}={secret}");
             prop_assert!(!display(&uri).contains(&secret));
         }
+    }
+
+    #[test]
+    fn only_a_socket_or_verify_full_is_trusted() {
+        use ConnectionTrust::*;
+        assert_eq!(
+            connection_trust("/var/run/postgresql", false, "prefer"),
+            Socket
+        );
+        assert_eq!(connection_trust("@pg", false, "disable"), Socket);
+        assert_eq!(connection_trust("localhost", true, "verify-full"), Verified);
+        // TLS negotiated under a weaker mode, or none at all.
+        for (ssl, mode) in [
+            (true, "verify-ca"),
+            (true, "require"),
+            (true, "prefer"),
+            (false, "prefer"),
+            (false, "disable"),
+            // (verify-full with no TLS in use cannot connect; if libpq
+            // ever reported it, it is not trusted.)
+            (false, "verify-full"),
+        ] {
+            assert_eq!(
+                connection_trust("10.0.0.5", ssl, mode),
+                Unverified,
+                "{ssl} {mode}"
+            );
+        }
+        for t in [Socket, Verified, Unverified] {
+            assert_eq!(ConnectionTrust::from_code(t.code()), Some(t));
+        }
+        assert_eq!(ConnectionTrust::from_code(0), None);
     }
 }

@@ -122,6 +122,8 @@ pub enum Error {
     },
     /// Registry mode: claimed, waiting for the clock to come near the floor.
     RegistryWaitingForFloor { message: String },
+    /// Registry mode (a WARNING): the registry connection is not verified.
+    RegistryUnverified { registry: String },
     /// Registry mode: the grant ended without a renewal.
     RegistryGrantEnded {
         registry: String,
@@ -383,6 +385,11 @@ impl Error {
                 Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 message,
                 "This server took over its node id from a holder that did not release it (a crash, a copy, a pause): it issues only after every ID that holder may issue. Wait, or leave snowflake_id.node_id unset so that a free node id is taken at once; a clean shutdown releases the node id and avoids the wait.",
+            ),
+            E::RegistryUnverified { registry } => report(
+                Code::ERRCODE_CONNECTION_EXCEPTION,
+                format!("the connection to the registry ({registry}) is not verified: anyone on its network path could answer in the registry's name"),
+                "Connect with sslmode=verify-full, with sslrootcert naming the authority that signed the registry's certificate, or through a Unix-domain socket (docs/registry.md, \"What the servers trust\"). snowflake_stats().registry_connection shows the connection's trust.",
             ),
             E::RegistryGrantEnded {
                 registry,

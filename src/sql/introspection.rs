@@ -50,6 +50,7 @@ struct Added {
     registry_message: Option<String>,
     registry_worker_restarts: Option<i64>,
     registry_resumes: Option<i64>,
+    registry_connection: Option<String>,
 }
 
 /// The row of a 0.2.0 catalog.
@@ -104,6 +105,7 @@ type RowV0_3 = (
     Option<String>,
     Option<i64>,
     Option<i64>,
+    Option<String>,
 );
 
 impl Stats {
@@ -197,6 +199,7 @@ impl Stats {
             added.registry_message,
             added.registry_worker_restarts,
             added.registry_resumes,
+            added.registry_connection,
         )
     }
 }
@@ -232,6 +235,10 @@ impl Added {
             registry_message,
             registry_worker_restarts: status.as_ref().map(|c| c.worker_exits as i64),
             registry_resumes: status.as_ref().map(|c| c.resumes as i64),
+            registry_connection: status
+                .as_ref()
+                .and_then(|c| c.connection)
+                .map(|t| t.label().to_string()),
         }
     }
 }
@@ -275,6 +282,7 @@ fn snowflake_stats_0_3() -> TableIterator<
         name!(registry_message, Option<String>),
         name!(registry_worker_restarts, Option<i64>),
         name!(registry_resumes, Option<i64>),
+        name!(registry_connection, Option<String>),
     ),
 > {
     let (config, shared) = ready();
@@ -333,6 +341,7 @@ mod tests {
                 AND NOT lease_waiting AND lease_failures = 0 AND issuing_held IS NULL AND held_message IS NULL
                 AND registry_state IS NULL AND grant_until IS NULL AND registry_message IS NULL
                 AND registry_worker_restarts IS NULL AND registry_resumes IS NULL
+                AND registry_connection IS NULL
              FROM snowflake_stats()"
         )));
         let last: i64 = one("SELECT last_id FROM snowflake_stats()");

@@ -18,6 +18,7 @@
 //! worker, and a shutdown ends a wait at once (except the release, which
 //! is allowed its short deadline).
 
+use crate::core::conninfo::{connection_trust, ConnectionTrust};
 use crate::pg::bgworker;
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -72,6 +73,23 @@ struct Api {
     get_is_null: unsafe extern "C" fn(*const Res, c_int, c_int) -> c_int,
     clear: unsafe extern "C" fn(*mut Res),
     finish: unsafe extern "C" fn(*mut Conn),
+    host: unsafe extern "C" fn(*const Conn) -> *const c_char,
+    ssl_in_use: unsafe extern "C" fn(*const Conn) -> c_int,
+    conninfo: unsafe extern "C" fn(*mut Conn) -> *mut ConninfoOption,
+    conninfo_free: unsafe extern "C" fn(*mut ConninfoOption),
+}
+
+/// libpq's `PQconninfoOption` (libpq-fe.h, unchanged since PostgreSQL
+/// 7.0): `PQconninfo` returns an array of them ended by a null keyword.
+#[repr(C)]
+struct ConninfoOption {
+    keyword: *const c_char,
+    envvar: *const c_char,
+    compiled: *const c_char,
+    val: *const c_char,
+    label: *const c_char,
+    dispchar: *const c_char,
+    dispsize: c_int,
 }
 
 static API: OnceLock<Result<Api, String>> = OnceLock::new();
@@ -168,6 +186,10 @@ fn load() -> Result<Api, String> {
         get_is_null: sym!("PQgetisnull"),
         clear: sym!("PQclear"),
         finish: sym!("PQfinish"),
+        host: sym!("PQhost"),
+        ssl_in_use: sym!("PQsslInUse"),
+        conninfo: sym!("PQconninfo"),
+        conninfo_free: sym!("PQconninfoFree"),
     })
 }
 
@@ -269,6 +291,45 @@ impl Connection {
                 return Ok(());
             }
         }
+    }
+
+    /// The `sslmode` in effect on this connection (after the string, the
+    /// environment and a service file), `prefer` if libpq names none.
+    fn sslmode(&self) -> String {
+        // SAFETY: `conn` is this value's live connection; PQconninfo returns a
+        // new array (or null), ended by an entry whose keyword is null, which
+        // is only read here and freed once with PQconninfoFree.
+        unsafe {
+            let options = (self.api.conninfo)(self.conn);
+            if options.is_null() {
+                return "prefer".into();
+            }
+            let mut mode = None;
+            let mut option = options;
+            while !(*option).keyword.is_null() {
+                if CStr::from_ptr((*option).keyword).to_bytes() == b"sslmode" {
+                    mode = text((*option).val);
+                    break;
+                }
+                option = option.add(1);
+            }
+            (self.api.conninfo_free)(options);
+            mode.unwrap_or_else(|| "prefer".into())
+        }
+    }
+
+    /// How far this connection can be trusted to reach the registry alone
+    /// ([`connection_trust`]).
+    pub fn trust(&self) -> ConnectionTrust {
+        // SAFETY: `conn` is this value's live, open connection; PQhost returns
+        // a string it owns (copied at once by `text`), PQsslInUse an int.
+        let (host, ssl) = unsafe {
+            (
+                text((self.api.host)(self.conn)).unwrap_or_default(),
+                (self.api.ssl_in_use)(self.conn) == 1,
+            )
+        };
+        connection_trust(&host, ssl, &self.sslmode())
     }
 
     /// Opens a connection with libpq's connection string `conninfo`.

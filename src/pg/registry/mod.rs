@@ -20,6 +20,7 @@ pub mod renewal;
 pub mod worker;
 
 use crate::core::config::Config;
+use crate::core::conninfo::ConnectionTrust;
 use crate::core::registry::{lease_within_grant, GrantError};
 use crate::pg::errors::{raise, Error, Held};
 use crate::pg::lwlock::Lock;
@@ -111,6 +112,9 @@ pub struct ClaimState {
     worker_exits: AtomicU32,
     /// How many times a claim a fence ended was resumed (issuing went on).
     resumes: AtomicU32,
+    /// The last registry connection's [`ConnectionTrust::code`] (0: none
+    /// opened yet).
+    pub(super) connection: AtomicU32,
     phase: AtomicU32,
     /// Whether `message` says why the last call failed (the grant may
     /// still hold).
@@ -172,6 +176,7 @@ pub unsafe fn attach(lock: Lock) {
                 token: [AtomicU64::new(0), AtomicU64::new(0)],
                 worker_exits: AtomicU32::new(0),
                 resumes: AtomicU32::new(0),
+                connection: AtomicU32::new(0),
                 phase: AtomicU32::new(Phase::Starting as u32),
                 failing: AtomicBool::new(false),
                 reclaim: AtomicBool::new(false),
@@ -289,6 +294,8 @@ pub struct ClaimStatus {
     pub worker_exits: u32,
     /// How many times a claim a fence ended was resumed.
     pub resumes: u32,
+    /// The last registry connection's trust, once one was opened.
+    pub connection: Option<ConnectionTrust>,
 }
 
 pub fn claim_status() -> Option<ClaimStatus> {
@@ -307,6 +314,7 @@ pub fn claim_status() -> Option<ClaimStatus> {
             .filter(|m| !m.is_empty()),
         worker_exits: state.worker_exits.load(Ordering::Acquire),
         resumes: state.resumes.load(Ordering::Acquire),
+        connection: ConnectionTrust::from_code(state.connection.load(Ordering::Acquire)),
     })
 }
 

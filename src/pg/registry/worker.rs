@@ -37,12 +37,14 @@ use super::identity::{
 use super::libpq::{CallError, Connection, OnShutdown};
 use super::{state, ClaimState, Phase, NONE};
 use crate::core::config::Config;
+use crate::core::conninfo::ConnectionTrust;
 use crate::core::instance::write_marker;
 use crate::core::registry::{
     first_ms_above, jittered_ms, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
 };
 use crate::pg::bgworker;
 use crate::pg::clock;
+use crate::pg::errors::{self, Error};
 use crate::pg::settings::{self, data_dir};
 use crate::pg::state::{self, Blocked, Shared};
 use pgrx::pg_sys;
@@ -218,10 +220,10 @@ impl ClaimWorker {
         on_shutdown: OnShutdown,
     ) -> Result<Vec<Vec<Option<String>>>, CallError> {
         if self.conn.is_none() {
-            self.conn = Some(
-                Connection::open(&settings::registry_conninfo(), on_shutdown)
-                    .map_err(CallError::Unreachable)?,
-            );
+            let conn = Connection::open(&settings::registry_conninfo(), on_shutdown)
+                .map_err(CallError::Unreachable)?;
+            note_trust(conn.trust());
+            self.conn = Some(conn);
         }
         let result = match &self.conn {
             Some(conn) => conn.query(sql, params, on_shutdown),
@@ -431,6 +433,20 @@ impl ClaimWorker {
 impl Default for ClaimWorker {
     fn default() -> Self {
         ClaimWorker::new()
+    }
+}
+
+/// Shows a new connection's trust in `snowflake_stats()`, and warns once
+/// a connection is not verified (again after a verified one): a plausible
+/// lie on its path (a lower floor, within the rules the answers are
+/// checked against) would go unnoticed.
+fn note_trust(trust: ConnectionTrust) {
+    let Some(state) = state() else { return };
+    let before = state.connection.swap(trust.code(), Ordering::AcqRel);
+    if trust == ConnectionTrust::Unverified && before != trust.code() {
+        errors::warn(Error::RegistryUnverified {
+            registry: settings::registry_display(),
+        });
     }
 }
 
