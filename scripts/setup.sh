@@ -56,6 +56,9 @@ APT_TEST_PACKAGES=(
   # of monitoring/ are for, and promtool (in Debian's prometheus package)
   # for the alerting rules. Neither service is used or needed running.
   prometheus-postgres-exporter prometheus
+  # A test authority and the registry's certificate
+  # (tests/integration/registry_tls.sh).
+  openssl
 )
 [ $demo -eq 1 ] || APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 
