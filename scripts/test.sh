@@ -224,8 +224,11 @@ with_install_lock() { flock "$INSTALL_LOCK" "$@"; }
 
 # Integration tests of 15 that run once its release build is installed:
 # they count instructions, build the release packages, and issue faster
-# than the clock allows (which a debug build does not).
-RELEASE_TESTS="instructions package_install deb_package clock_burst"
+# than the clock allows (which a debug build does not); and the rolling
+# upgrade, which starts from the previous release's package that
+# deb_package builds (on a bare machine, a build beside the background
+# compile job would wait on cargo's lock).
+RELEASE_TESTS="instructions package_install deb_package registry_rolling_upgrade clock_burst"
 
 PGRX_TEST_DIR=$(mktemp -d /tmp/snowflake_pgrx_test.XXXXXX)
 chown postgres:postgres "$PGRX_TEST_DIR"
