@@ -122,7 +122,7 @@ pub fn hold(config: &Config, shared: &Shared) -> Option<(Held, String)> {
         return if in_recovery() {
             None
         } else {
-            registry::hold(config)
+            registry::status::hold(config)
         };
     }
     config.node_id.is_none().then(|| {

@@ -14,6 +14,8 @@
 //!   claims and releases the node id, over
 //!   [`registry::answer`] (what it asks, which answers it accepts) and
 //!   [`registry::identity`] (its token, the host, the preferred node id);
+//! - [`registry::status`]: the claim as `snowflake_stats()` and the holds
+//!   show it;
 //! - [`shmem`]: the shared-memory hooks: every room's space and locks
 //!   requested, each room's struct created at start;
 //! - [`accept`]: accepting a configuration change (or a copy, or an
@@ -30,7 +32,8 @@
 //! - [`state`]: the generator's place in shared memory, why it is held,
 //!   and its readers;
 //! - [`registry`]: the claimed node id, its grant (the lease's fence), and
-//!   [`registry::libpq`], the registry worker's connection;
+//!   [`registry::libpq`], the registry worker's connection, over
+//!   [`registry::libpq_api`], the libpq functions loaded at run time;
 //! - [`bgworker`]: what the background workers share as processes
 //!   (signals, their loop's checks, restart after a SIGTERM of their own);
 //! - [`wal`]: the lease records written to the WAL, and the wait for

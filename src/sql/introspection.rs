@@ -210,7 +210,7 @@ impl Added {
             .map_or((None, None), |(held, message)| {
                 (Some(held.label().to_string()), Some(message))
             });
-        let status = registry::claim_status();
+        let status = registry::status::claim_status();
         let (registry_state, grant_until, registry_message) =
             status.as_ref().map_or((None, None, None), |c| {
                 (
