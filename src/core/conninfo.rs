@@ -269,16 +269,17 @@ impl ConnectionTrust {
     }
 }
 
-/// The trust of an open connection, from what libpq reports of it: the
-/// host it reached (`PQhost`: a socket directory starts with `/`, an
-/// abstract socket with `@`), whether TLS is in use (`PQsslInUse`) and
-/// the `sslmode` in effect (`PQconninfo`, after the setting, the
-/// environment and a service file). Checking the chain without the host
-/// name (`verify-ca`) is not enough: a certificate the same authority
-/// gave another server (the registry's standby, any server of the fleet)
-/// would pass.
-pub fn connection_trust(host: &str, ssl_in_use: bool, sslmode: &str) -> ConnectionTrust {
-    if host.starts_with('/') || host.starts_with('@') {
+/// The trust of an open connection, from what it is and what libpq
+/// reports of it: whether its socket is a Unix-domain one (the socket's
+/// own address family: `PQhost` names a socket directory even when
+/// `hostaddr` sent the connection over TCP), whether TLS is in use
+/// (`PQsslInUse`) and the `sslmode` in effect (`PQconninfo`, after the
+/// setting, the environment and a service file). Checking the chain
+/// without the host name (`verify-ca`) is not enough: a certificate the
+/// same authority gave another server (the registry's standby, any server
+/// of the fleet) would pass.
+pub fn connection_trust(unix_socket: bool, ssl_in_use: bool, sslmode: &str) -> ConnectionTrust {
+    if unix_socket {
         ConnectionTrust::Socket
     } else if ssl_in_use && sslmode == "verify-full" {
         ConnectionTrust::Verified
@@ -379,12 +380,9 @@ mod tests {
     #[test]
     fn only_a_socket_or_verify_full_is_trusted() {
         use ConnectionTrust::*;
-        assert_eq!(
-            connection_trust("/var/run/postgresql", false, "prefer"),
-            Socket
-        );
-        assert_eq!(connection_trust("@pg", false, "disable"), Socket);
-        assert_eq!(connection_trust("localhost", true, "verify-full"), Verified);
+        assert_eq!(connection_trust(true, false, "prefer"), Socket);
+        assert_eq!(connection_trust(true, false, "disable"), Socket);
+        assert_eq!(connection_trust(false, true, "verify-full"), Verified);
         // TLS negotiated under a weaker mode, or none at all.
         for (ssl, mode) in [
             (true, "verify-ca"),
@@ -397,7 +395,7 @@ mod tests {
             (false, "verify-full"),
         ] {
             assert_eq!(
-                connection_trust("10.0.0.5", ssl, mode),
+                connection_trust(false, ssl, mode),
                 Unverified,
                 "{ssl} {mode}"
             );

@@ -157,6 +157,11 @@ wait_issuing n3 15
 [ "$(node_of n3)" = "$X3" ] || fail "n3 issues under node id $(node_of n3), not its own $X3"
 n3_again=$(sql_value n3 "SELECT max(id) FROM t")
 [ "$n3_again" -gt "$n10_max" ] || fail "n3's ID $n3_again, after it claimed node id $X3 again, is not above n10's last $n10_max"
+# (And not only because the clock moved on: the claim made again starts
+# above n10's last ID time.)
+again_floor=$(sql_value reg "SELECT g.floor_ms FROM snowflake_registry.grants g JOIN snowflake_registry.node_ids n USING (claim_id)
+                             WHERE n.fleet = 'default' AND n.node_id = $X3")
+[ "$again_floor" -ge $((n10_max >> 22)) ] || fail "n3's claim made again has floor $again_floor, below n10's last ID time $((n10_max >> 22))"
 log_has n3 "node id $X3 claimed again after its claim ended" || fail "n3's log does not say it claimed node id $X3 again"
 pass "the holder taken over asked for node id $X3 again, refused while n10 held it, and took it back by itself once n10 stopped, above n10's IDs"
 no_duplicates "the holder taken over, claiming again"

@@ -158,7 +158,8 @@ o2_refusal=$(sql_error o2 "SELECT snowflake_next()") || fail "o2 ($prev_version)
 [ "$(sqlstate_of "$o2_refusal")" = 55000 ] || fail "o2's refusal is not 55000: $o2_refusal"
 o2_last=$(sql_value o2 "SELECT max(id) FROM t")
 fence_ms=$(sql_value reg "SELECT fence_ms FROM snowflake_registry.fleets WHERE fleet = 'default'")
-[ $((o2_last >> 22)) -le "$fence_ms" ] || fail "o2 issued at $((o2_last >> 22)) ms, above the fence $fence_ms"
+o2_until=$(sql_value reg "SELECT max(until_ms) FROM snowflake_registry.grants WHERE data_directory = '$(cluster_dir o2)'")
+[ $((o2_last >> 22)) -le "$o2_until" ] || fail "o2 issued at $((o2_last >> 22)) ms, past its grant's end $o2_until"
 no_duplicates "the fence under the mixed fleet"
 upgrade o2
 wait_issuing o2 30

@@ -48,22 +48,34 @@ tls_node() { REGISTRY="$2" node_init "$1"; cluster_start "$1"; make_table "$1"; 
 connection_of() { sql_value "$1" "SELECT registry_connection FROM snowflake_stats()"; }
 warned() { log_has "$1" "connection to the registry .* is not verified"; }
 
-tls_node vf "host=localhost hostaddr=127.0.0.1 $BASE sslmode=verify-full sslrootcert=$TLS/ca.crt"
-tls_node sock "host=$(cluster_dir reg).sock $BASE"
-tls_node req "host=127.0.0.1 $BASE sslmode=require"
-tls_node plain "host=127.0.0.1 $BASE sslmode=disable"
-for s in vf sock req plain; do wait_issuing "$s" 15; done
+# (Each with its own application_name, to find its connection on the
+# registry.)
+tls_node vf "host=localhost hostaddr=127.0.0.1 $BASE sslmode=verify-full sslrootcert=$TLS/ca.crt application_name=sf_vf"
+tls_node sock "host=$(cluster_dir reg).sock $BASE application_name=sf_sock"
+tls_node req "host=127.0.0.1 $BASE sslmode=require application_name=sf_req"
+tls_node plain "host=127.0.0.1 $BASE sslmode=disable application_name=sf_plain"
+# A socket directory named by host=, the connection sent over TCP by
+# hostaddr=: TCP, whatever host= says.
+tls_node sockname "host=$(cluster_dir reg).sock hostaddr=127.0.0.1 $BASE sslmode=disable application_name=sf_sockname"
+for s in vf sock req plain sockname; do wait_issuing "$s" 15; done
+# ssl_of NAME: whether NAME's registry connection uses TLS, as the registry sees it.
+ssl_of() {
+  sql_value reg "SELECT string_agg(DISTINCT s.ssl::text, ',') FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                 WHERE a.application_name = 'sf_$1'"
+}
 
 [ "$(connection_of vf)" = verified ] || fail "verify-full: registry_connection is $(connection_of vf)"
-[ "$(sql_value reg "SELECT bool_and(s.ssl) AND count(*) >= 1 FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
-                    WHERE a.application_name = 'snowflake_id registry' AND a.client_port IS NOT NULL
-                      AND a.client_addr = '127.0.0.1' AND s.ssl")" = t ] ||
-  fail "the registry sees no TLS connection of a registry worker"
+for s in vf req; do [ "$(ssl_of "$s")" = true ] || fail "$s's registry connection does not use TLS: $(ssl_of "$s")"; done
+for s in plain sockname; do [ "$(ssl_of "$s")" = false ] || fail "$s's registry connection: ssl $(ssl_of "$s")"; done
+# (sock came through the socket, sockname over TCP: as the registry sees them.)
+over_tcp() { sql_value reg "SELECT bool_and(client_addr IS NOT NULL) FROM pg_stat_activity WHERE application_name = 'sf_$1'"; }
+{ [ "$(over_tcp sock)" = f ] && [ "$(over_tcp sockname)" = t ]; } ||
+  fail "sock's connection over TCP: $(over_tcp sock); sockname's: $(over_tcp sockname)"
 [ "$(connection_of sock)" = socket ] || fail "a Unix-domain socket: registry_connection is $(connection_of sock)"
 for s in vf sock; do
   ! warned "$s" || fail "$s warned of an unverified connection: $(grep 'not verified' "$(cluster_log "$s")" | head -1)"
 done
-for s in req plain; do
+for s in req plain sockname; do
   [ "$(connection_of "$s")" = unverified ] || fail "$s: registry_connection is $(connection_of "$s"), not unverified"
   warned "$s" || fail "$s did not warn that its registry connection is not verified"
   grep -A2 "is not verified" "$(cluster_log "$s")" | grep -q "HINT: .*sslmode=verify-full" ||
@@ -71,12 +83,17 @@ for s in req plain; do
   [ "$(grep -c "is not verified" "$(cluster_log "$s")")" = 1 ] ||
     fail "$s warned $(grep -c "is not verified" "$(cluster_log "$s")") times, not once"
 done
-pass "verify-full: TLS, verified, no warning; a socket: no warning; sslmode=require and disable: unverified, one WARNING with the fix; all four issue"
+pass "verify-full: TLS, verified, no warning; a socket: no warning; sslmode=require and disable, and a socket directory sent over TCP by hostaddr: unverified, one WARNING with the fix; all five issue"
 
 # --- verify-full refuses a registry it cannot verify: no node id, no ID
 tls_node wrongname "host=127.0.0.1 $BASE sslmode=verify-full sslrootcert=$TLS/ca.crt"
 tls_node otherca "host=localhost hostaddr=127.0.0.1 $BASE sslmode=verify-full sslrootcert=$TLS/other.crt"
-sleep 2
+for s in wrongname otherca; do
+  for _ in $(seq 1 150); do
+    [ "$(sql_value "$s" "SELECT registry_state FROM snowflake_stats()")" = failed ] && break
+    sleep 0.1
+  done
+done
 for s in wrongname otherca; do
   out=$(sql_error "$s" "SELECT snowflake_next()") || fail "$s issued an ID from a registry it could not verify"
   [ "$(sqlstate_of "$out")" = 08001 ] || fail "$s: not 08001: $out"

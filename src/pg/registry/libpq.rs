@@ -139,18 +139,32 @@ impl Connection {
         }
     }
 
+    /// Whether the connection's socket is a Unix-domain one (its own
+    /// address family, whatever `host` and `hostaddr` say).
+    fn unix_socket(&self) -> bool {
+        // SAFETY: `conn` is this value's live, open connection, whose socket
+        // PQsocket returns (negative when there is none, checked); getsockname
+        // writes at most `len` bytes into `addr`, a zeroed sockaddr_storage,
+        // which is large enough for every address family.
+        unsafe {
+            let sock = (self.api.socket)(self.conn);
+            if sock < 0 {
+                return false;
+            }
+            let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            libc::getsockname(sock, (&raw mut addr).cast::<libc::sockaddr>(), &mut len) == 0
+                && c_int::from(addr.ss_family) == libc::AF_UNIX
+        }
+    }
+
     /// How far this connection can be trusted to reach the registry alone
     /// ([`connection_trust`]).
     pub fn trust(&self) -> ConnectionTrust {
-        // SAFETY: `conn` is this value's live, open connection; PQhost returns
-        // a string it owns (copied at once by `text`), PQsslInUse an int.
-        let (host, ssl) = unsafe {
-            (
-                text((self.api.host)(self.conn)).unwrap_or_default(),
-                (self.api.ssl_in_use)(self.conn) == 1,
-            )
-        };
-        connection_trust(&host, ssl, &self.sslmode())
+        // SAFETY: `conn` is this value's live, open connection; PQsslInUse
+        // returns an int.
+        let ssl = unsafe { (self.api.ssl_in_use)(self.conn) } == 1;
+        connection_trust(self.unix_socket(), ssl, &self.sslmode())
     }
 
     /// Opens a connection with libpq's connection string `conninfo`.

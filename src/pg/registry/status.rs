@@ -59,10 +59,15 @@ pub fn hold(config: &Config) -> Option<(Held, String)> {
     if phase == Phase::Lost {
         let until = crate::pg::clock::timestamp_of(config, state.until_ms());
         let why = strip_sqlstate(&state.message()).to_string();
+        let until_when = if state.reclaim.load(Ordering::Acquire) {
+            "until the registry worker claims it again (after a takeover: once the other server no longer holds it)"
+        } else {
+            "until the registry is fenced and this server restarted"
+        };
         return Some((
             Held::RegistryLost,
             format!(
-                "the registry ({}) ended this server's claim: IDs are issued up to the grant's end at {until}, then refused until the registry worker claims it again (after a takeover: once the other server no longer holds it){}",
+                "the registry ({}) ended this server's claim: IDs are issued up to the grant's end at {until}, then refused {until_when}{}",
                 shown_registry(),
                 if why.is_empty() { String::new() } else { format!(" ({why})") }
             ),

@@ -118,9 +118,10 @@ impl ClaimWorker {
             conn: None,
             token_bytes,
             grant: kept.map(|(_, grant)| grant),
-            // A fence ended the claim before the previous worker ended: its
-            // token is the kept one, and resuming is tried first (the
-            // registry's rules decide whether it is safe).
+            // The claim was lost (a fence, a takeover, forgotten) before the
+            // previous worker ended: its token is the kept one, and resuming
+            // is tried first (the registry decides whether it is safe, and
+            // refuses all but a claim its fence ended), then claiming again.
             resuming: kept.is_some()
                 && state()
                     .is_some_and(|s| s.phase() == Phase::Lost && s.reclaim.load(Ordering::Acquire)),
@@ -281,7 +282,13 @@ impl ClaimWorker {
         // A node id claimed again must start above the grant this server
         // held (see uncovered_reclaim).
         if let Some(why) = again.and_then(|_| uncovered_reclaim(config, &grant, state.until_ms())) {
+            // Not released: its grant keeps the node id's next floor above
+            // the grant this server held, which the registry forgot.
             state.reclaim.store(false, Ordering::Release);
+            state.set_failure(
+                &format!("55000 {why}"),
+                "55000 the registry's answer to a claim made again is not used (see the server log)",
+            );
             warning!("{why}");
             return;
         }
