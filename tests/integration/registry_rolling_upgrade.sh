@@ -66,16 +66,16 @@ psql_on reg -c "INSERT INTO snowflake_registry.fleets (fleet, epoch_unix_ms, nod
 
 # old_init NAME: a server of the previous release.
 old_init() { local keep=$PG_BIN; PG_BIN=$OLD_BIN node_init "$1"; PG_BIN=$keep; echo "$OLD_BIN" > "$SF_WORK/$1.bin"; }
+extversion() { sql_value "$1" "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'"; }
 # upgrade NAME: a clean shutdown, this build's library, the catalog updated.
 upgrade() {
   cluster_stop "$1"
   echo "$PG_BIN" > "$SF_WORK/$1.bin"
   cluster_start "$1" || fail "$1 did not start with this build: $(tail -5 "$(cluster_log "$1")")"
   psql_on "$1" -c "ALTER EXTENSION snowflake_id UPDATE" >/dev/null
-  [ "$(sql_value "$1" "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")" = "$version" ] ||
+  [ "$(extversion "$1")" = "$version" ] ||
     fail "$1's catalog is not $version after ALTER EXTENSION UPDATE"
 }
-extversion() { sql_value "$1" "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'"; }
 # write_all MS NAME...: timed writers on each server for MS ms, from a fresh
 # record of successes and failures.
 write_all() {
