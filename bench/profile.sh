@@ -57,7 +57,7 @@ if [ "$TOOL" = perf ]; then
   perf record -q -e cpu-clock -F 4999 -g -p "$pid" -o "$OUT/perf.data" -- sleep 3 2>/dev/null
   wait "$load"
   perf report -i "$OUT/perf.data" --no-children --sort dso,sym -g none --stdio > "$OUT/report.txt" 2>/dev/null || true
-  grep -E '^ +[0-9]' "$OUT/report.txt" | head -40 | tee "$OUT/top.txt"
+  grep -E '^ +[0-9]' "$OUT/report.txt" | sed -n 1,40p | tee "$OUT/top.txt"
 else
   need valgrind valgrind
   cluster_stop bench

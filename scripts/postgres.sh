@@ -94,7 +94,7 @@ _pg_cache_dir() {
 apt_ensure() {
   local pkg missing=()
   for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$pkg")
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   echo "setup: installing Debian packages: ${missing[*]}" >&2
@@ -167,7 +167,7 @@ _pg_wheels() {
 # to the wheel's server (see the header comment).
 _pg17_add_headers() {
   local deb=$1 prefix=$2 unpacked includedir
-  "$prefix/bin/pg_config" --configure | grep -q -- "--without-icu" ||
+  "$prefix/bin/pg_config" --configure | grep -- "--without-icu" >/dev/null ||
     { _pg_log "the 17 wheel's server is not built --without-icu: review _pg17_add_headers"; return 1; }
   unpacked=$(mktemp -d)
   dpkg-deb -x "$deb" "$unpacked" || { rm -rf "$unpacked"; return 1; }
@@ -262,7 +262,7 @@ SF_DEBIAN_MIRROR=${SF_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # there), else experimental's (apt ranks experimental below sid); empty if
 # neither serves it.
 _pg_sid_served() {
-  _pg_as_root chroot "$1" apt-cache policy "postgresql-$2" 2>/dev/null | awk '/Candidate:/ { if ($2 != "(none)") print $2; exit }'
+  _pg_as_root chroot "$1" apt-cache policy "postgresql-$2" 2>/dev/null | awk '/Candidate:/ && !seen { seen = 1; if ($2 != "(none)") print $2 }'
 }
 
 # _pg_sid MAJOR: PostgreSQL MAJOR in a Debian sid root (see the header):

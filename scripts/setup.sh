@@ -83,7 +83,7 @@ rust_ensure
 # A debug build: cargo-pgrx only drives cargo, bindgen and the servers, so
 # its own speed hardly matters, and a debug build takes about 3 minutes on
 # 2 cores where a release build takes about 7 (measured: 3 min 3 s and 6 min 45 s).
-if ! cargo pgrx --version 2>/dev/null | grep -q " ${PGRX_VERSION}\$"; then
+if ! cargo pgrx --version 2>/dev/null | grep " ${PGRX_VERSION}\$" >/dev/null; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (a debug build: about 3 minutes)"
   cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked --debug
 fi
@@ -92,7 +92,7 @@ fi
 # crate of the PGXN project, a debug build (it validates one small file; its
 # release build took 2 min 22 s on a bare machine).
 PGXN_META_VERSION=0.7.0
-if [ $demo -eq 0 ] && ! pgxn_meta --version 2>/dev/null | grep -q " ${PGXN_META_VERSION}\$"; then
+if [ $demo -eq 0 ] && ! pgxn_meta --version 2>/dev/null | grep " ${PGXN_META_VERSION}\$" >/dev/null; then
   echo "setup: installing pgxn_meta ${PGXN_META_VERSION} (PGXN's META.json validator)"
   cargo install pgxn_meta --version "${PGXN_META_VERSION}" --locked --debug
 fi

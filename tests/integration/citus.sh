@@ -116,7 +116,7 @@ psql_on shard1 -c "INSERT INTO orders_copy (customer, source_id) SELECT customer
 psql_on shard1 -c "INSERT INTO events (payload) SELECT 'from-orders:' || customer FROM orders"
 psql_on shard1 -c "INSERT INTO countries (name) SELECT 'from-orders:' || customer FROM orders"
 plan=$(sql_value shard1 "EXPLAIN (COSTS OFF) INSERT INTO orders_copy (customer, source_id) SELECT customer, id FROM orders")
-echo "$plan" | grep -Eq "INSERT/SELECT method: (repartition|pull to coordinator)" ||
+grep -Eq "INSERT/SELECT method: (repartition|pull to coordinator)" <<<"$plan" ||
   { echo "$plan"; fail "INSERT ... SELECT between co-located tables is planned as a pushdown: the IDs' origin may change"; }
 wrong=$(sql_value shard1 "
   WITH made AS (

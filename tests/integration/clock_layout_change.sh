@@ -69,7 +69,7 @@ refused() {
     fail "$label: the error does not say how to accept the change (snowflake_accept_configuration)"
   [ "$(sql_value layout "SELECT issuing_held FROM snowflake_stats()")" = configuration_changed ] ||
     fail "$label: snowflake_stats().issuing_held is not 'configuration_changed'"
-  sql_value layout "SELECT held_message FROM snowflake_stats()" | grep -q "$expected" ||
+  sql_value layout "SELECT held_message FROM snowflake_stats()" | grep "$expected" >/dev/null ||
     fail "$label: snowflake_stats().held_message does not name $expected"
 }
 

@@ -42,12 +42,12 @@ expect_copy_hold() {
   local out
   out=$(sql_error "$1" "SELECT snowflake_next()") || fail "$2: snowflake_next() issued an ID on a copy"
   [ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "$2: SQLSTATE is not 55000"; }
-  printf '%s\n' "$out" | grep -qE "$3" || { printf '%s\n' "$out"; fail "$2: the message does not match /$3/"; }
-  printf '%s\n' "$out" | grep -q 'HINT:  Give this server its own snowflake_id.node_id' ||
+  grep -qE "$3" <<<"$out" || { printf '%s\n' "$out"; fail "$2: the message does not match /$3/"; }
+  grep -q 'HINT:  Give this server its own snowflake_id.node_id' <<<"$out" ||
     { printf '%s\n' "$out"; fail "$2: the hint is missing"; }
   [ "$(sql_value "$1" "SELECT issuing_held FROM snowflake_stats()")" = copied ] ||
     fail "$2: snowflake_stats().issuing_held is not 'copied'"
-  sql_value "$1" "SELECT held_message FROM snowflake_stats()" | grep -qE "$3" ||
+  sql_value "$1" "SELECT held_message FROM snowflake_stats()" | grep -E "$3" >/dev/null ||
     fail "$2: snowflake_stats().held_message does not match /$3/"
   pass "$2: snowflake_next() refused with 55000 ($(printf '%s\n' "$out" | sed -n 's/^ERROR: *55000: //p' | cut -c1-110)...)"
 }
@@ -99,8 +99,8 @@ cluster_stop clone
 cluster_conf clone "snowflake_id.node_id = 6"
 cluster_start clone
 accepted=$(sql_value clone "SELECT snowflake_accept_configuration()")
-printf '%s\n' "$accepted" | grep -q 'snowflake_id.node_id changed from 5 to 6' || fail "acceptance does not name the node id change: $accepted"
-printf '%s\n' "$accepted" | grep -q 'this server is a copy' || fail "acceptance does not name the copy: $accepted"
+grep -q 'snowflake_id.node_id changed from 5 to 6' <<<"$accepted" || fail "acceptance does not name the node id change: $accepted"
+grep -q 'this server is a copy' <<<"$accepted" || fail "acceptance does not name the copy: $accepted"
 psql_on clone -c "INSERT INTO t (v) SELECT 'clone' FROM generate_series(1, 1000)"
 [ "$(sql_value clone "SELECT count(*) FROM t WHERE v = 'clone' AND snowflake_node(id) = 6")" = 1000 ] ||
   fail "the accepted clone does not issue under node id 6"
@@ -119,7 +119,7 @@ for _ in $(seq 1 100); do [ "$(sql_value pitr "SELECT pg_is_in_recovery()")" = f
 expect_copy_hold pitr "restore with recovery.signal" 'restored from a backup or a snapshot \(recovery.signal without standby.signal\)'
 orig_max=$(sql_value orig "SELECT max(id) FROM t WHERE snowflake_node(id) = 5")
 accepted=$(sql_value pitr "SELECT snowflake_accept_configuration()")
-printf '%s\n' "$accepted" | grep -q 'this server is a copy' || fail "acceptance of the restore: $accepted"
+grep -q 'this server is a copy' <<<"$accepted" || fail "acceptance of the restore: $accepted"
 first=$(sql_value pitr "INSERT INTO t (v) VALUES ('restored') RETURNING id")
 [ "$first" -gt "$orig_max" ] || fail "the accepted restore issued $first, not above the original's $orig_max"
 pass "the accepted restore (the original is gone, says the operator) issues above the original's IDs ($first > $orig_max)"

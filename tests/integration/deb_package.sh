@@ -72,7 +72,7 @@ bash scripts/package.sh --pg "$PG_MAJOR" > "$SF_WORK/cur.out" 2> "$SF_WORK/cur.l
   { tail -30 "$SF_WORK/cur.log"; fail "scripts/package.sh --pg $PG_MAJOR failed"; }
 cur_deb=$(tail -2 "$SF_WORK/cur.out" | head -1)
 [ "$(dpkg-deb --field "$cur_deb" Version)" = "$version-1" ] || fail "$cur_deb is not version $version-1"
-dpkg-deb --field "$cur_deb" Depends | grep -q "^postgresql-$PG_MAJOR, " || fail "$cur_deb does not depend on postgresql-$PG_MAJOR"
+dpkg-deb --field "$cur_deb" Depends | grep "^postgresql-$PG_MAJOR, " >/dev/null || fail "$cur_deb does not depend on postgresql-$PG_MAJOR"
 pass "packages: ${prev_deb:+$(basename "$prev_deb") and }$(basename "$cur_deb")"
 
 # --- 1. the development build out of the way, and back at the end

@@ -69,7 +69,8 @@ if [ "$(sql_value inspect "SELECT count(*) FROM pg_available_extensions WHERE na
 else
   echo "  (this PostgreSQL has no pg_walinspect: not checked)"
 fi
-waldump=$(cd / && as_pg "$(cluster_bin inspect)/pg_waldump" -p "$(cluster_dir inspect)/pg_wal" -s "$start_lsn" -e "$end_lsn" 2>/dev/null | grep -m1 "custom128" || true)
+waldump=$(cd / && as_pg "$(cluster_bin inspect)/pg_waldump" -p "$(cluster_dir inspect)/pg_wal" -s "$start_lsn" -e "$end_lsn" 2>/dev/null | grep "custom128" || true)
+waldump=${waldump%%$'\n'*}
 echo "  pg_waldump: $waldump"
 [ -n "$waldump" ] || fail "pg_waldump does not show the records of resource manager 128 as custom128"
 pass "pg_waldump shows the records as custom128 (it cannot load an extension's descriptions)"
@@ -88,6 +89,6 @@ for _ in $(seq 1 100); do
 done
 [ ! -f "$(cluster_dir bare-s)/postmaster.pid" ] || fail "the standby without the library kept running"
 log_has bare-s "resource manager with ID 128 not registered" || fail "no 'resource manager with ID 128 not registered' in the log of the standby without the library"
-grep -A1 "resource manager with ID 128 not registered" "$(cluster_log bare-s)" | sed 's/^/  /' | head -4
+grep -A1 "resource manager with ID 128 not registered" "$(cluster_log bare-s)" | sed -n '1,4s/^/  /p'
 pass "a standby without the library stops at the first lease record, with PostgreSQL's message"
 pass "failover_wal"

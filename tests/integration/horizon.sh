@@ -143,9 +143,9 @@ COMMIT;
 SELECT 'after ' || (snowflake_horizon() > :m);
 SQL
 )
-echo "$out" | grep -Eq "Workers Launched: [1-9]" || { echo "$out"; fail "the parallel plan launched no worker"; }
-echo "$out" | grep -q "^held true$" || { echo "$out"; fail "IDs issued by parallel workers do not hold their leader's open transaction's horizon"; }
-echo "$out" | grep -q "^after true$" || { echo "$out"; fail "after the leader's commit the horizon does not move past the workers' IDs"; }
+grep -Eq "Workers Launched: [1-9]" <<<"$out" || { echo "$out"; fail "the parallel plan launched no worker"; }
+grep -q "^held true$" <<<"$out" || { echo "$out"; fail "IDs issued by parallel workers do not hold their leader's open transaction's horizon"; }
+grep -q "^after true$" <<<"$out" || { echo "$out"; fail "after the leader's commit the horizon does not move past the workers' IDs"; }
 pass "IDs issued by parallel workers hold the horizon until their leader's transaction ends"
 
 # A prepared transaction across a restart.
@@ -170,7 +170,7 @@ cluster_stop h
 rm "$(cluster_dir h)/snowflake_id.prepared"
 cluster_start h || fail "the server did not restart"
 err=$(sql_error h "SELECT snowflake_horizon()") || fail "the horizon was given with a prepared transaction whose bound is unknown"
-[ "$(sqlstate_of "$err")" = 55000 ] && echo "$err" | grep -q "prepared transaction 'lost'" ||
+[ "$(sqlstate_of "$err")" = 55000 ] && grep -q "prepared transaction 'lost'" <<<"$err" ||
   { echo "$err"; fail "expected 55000 naming the prepared transaction 'lost'"; }
 psql_on h -c "COMMIT PREPARED 'lost'" >/dev/null
 [ "$(sql_value h "SELECT snowflake_horizon() > (SELECT max(id) FROM outbox)")" = t ] ||

@@ -45,12 +45,12 @@ cluster_start lease
 out=$(sql_error lease "SELECT snowflake_next()") || fail "snowflake_next() worked with a corrupt lease file"
 echo "$out" | sed 's/^/  /'
 [ "$(sqlstate_of "$out")" = XX001 ] || fail "expected SQLSTATE XX001 for a corrupt lease, got $(sqlstate_of "$out")"
-echo "$out" | grep -q "snowflake_id.lease" || fail "the error does not name the lease file"
-echo "$out" | grep -q "^HINT: " || fail "no hint"
+grep -q "snowflake_id.lease" <<<"$out" || fail "the error does not name the lease file"
+grep -q "^HINT: " <<<"$out" || fail "no hint"
 # The hint gives the time the damaged file still reads, in UTC, and never
 # invites deleting the file without it.
 lease_text=$(python3 -c "import datetime,sys; t=datetime.datetime.fromtimestamp($lease_ms/1000, datetime.timezone.utc); print(t.strftime('%Y-%m-%d %H:%M:%S.') + '%03d' % ($lease_ms % 1000) + ' UTC')")
-echo "$out" | grep -q "^HINT: .*IDs were issued up to $lease_text: remove the file (then restart) only when the system clock is past that time" ||
+grep -q "^HINT: .*IDs were issued up to $lease_text: remove the file (then restart) only when the system clock is past that time" <<<"$out" ||
   fail "the hint does not give the lease's time ($lease_text)"
 log_has lease "WARNING: .*snowflake_id.lease.*corrupt" || fail "no WARNING about the corrupt lease in the log"
 [ "$(sql_value lease "SELECT snowflake_node($first_max)")" = 9 ] || fail "decoding does not work while the lease is corrupt"
@@ -64,7 +64,7 @@ cluster_start lease
 out=$(sql_error lease "SELECT snowflake_next()") || fail "snowflake_next() worked with an unreadable lease file"
 echo "$out" | sed 's/^/  /'
 [ "$(sqlstate_of "$out")" = 58030 ] || fail "expected SQLSTATE 58030 for an unreadable lease, got $(sqlstate_of "$out")"
-echo "$out" | grep -q "could not read lease file" || fail "the error does not say the file cannot be read"
+grep -q "could not read lease file" <<<"$out" || fail "the error does not say the file cannot be read"
 pass "unreadable lease: 58030 naming the file"
 
 # --- 4. removed -------------------------------------------------------------------

@@ -43,9 +43,9 @@ out=$(PGOPTIONS="-c statement_timeout=60s" sql_error noworker "SELECT snowflake_
 took=$(( $(now_ms) - start ))
 printf '%s\n' "$out" | sed 's/^/  /'
 [ "$(sqlstate_of "$out")" = 58030 ] || fail "lease_sync without a lease worker: expected 58030, got '$(sqlstate_of "$out")'"
-printf '%s\n' "$out" | grep -q 'lease worker.*has not been running for 15 s; check max_worker_processes' ||
+grep -q 'lease worker.*has not been running for 15 s; check max_worker_processes' <<<"$out" ||
   fail "lease_sync without a lease worker: the message does not name the worker and max_worker_processes"
-printf '%s\n' "$out" | grep -q '^HINT:  With snowflake_id.lease_sync = on only the lease worker' ||
+grep -q '^HINT:  With snowflake_id.lease_sync = on only the lease worker' <<<"$out" ||
   fail "lease_sync without a lease worker: the hint does not say how to give it a slot"
 [ "$took" -ge 14000 ] && [ "$took" -lt 40000 ] || fail "lease_sync without a lease worker: gave up after $took ms (expected about 15 s)"
 pass "lease_sync without a lease worker: 58030 after $took ms, naming max_worker_processes"

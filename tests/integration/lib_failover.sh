@@ -58,7 +58,8 @@ check_resumes_above() {
     printf "INSERT INTO t (src) VALUES ('%s');\n" "$tag" > "$SF_WORK/$name.sql"
     pgbench -n -h 127.0.0.1 -p "$(cluster_port "$name")" -U postgres -c 8 -j 2 -T "$seconds" \
       -f "$SF_WORK/$name.sql" postgres > "$out" 2>&1 || rc=$?
-    if [ "$rc" -ne 0 ] || grep -q "aborted\|duplicate key" "$out"; then
+    if [ "$rc" -ne 0 ] ||
+      grep -q "aborted\|duplicate key" "$out"; then
       grep -m3 "duplicate key\|aborted" "$out" || tail -5 "$out"
       fail_or_report "$label: pgbench failed (rc=$rc)" || ok=0
     fi

@@ -93,7 +93,8 @@ expect_refusal() {
   local out
   out=$(sql_error "$1" "$2") || fail "$5: it was not refused"
   [ "$(sqlstate_of "$out")" = "$3" ] || fail "$5: not $3: $out"
-  [ -z "$4" ] || echo "$out" | grep -q "$4" || fail "$5: the message does not match '$4': $out"
+  [ -z "$4" ] ||
+    grep -q "$4" <<<"$out" || fail "$5: the message does not match '$4': $out"
 }
 registry_sql() {
   psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U fleet_node -d postgres -c "$1"

@@ -78,7 +78,7 @@ series() { in_scrape "$SF_WORK/metrics" "$1" | cut -d' ' -f1; }
 # compare A OP B: A and B are numbers or sums of them (the exporter's
 # values), compared as floats by awk.
 compare() {
-  printf '%s%s' "$1" "$3" | grep -Eq '^[-+0-9.e ]+$' || fail "compare: not numbers: $1, $3"
+  printf '%s%s' "$1" "$3" | grep -E '^[-+0-9.e ]+$' >/dev/null || fail "compare: not numbers: $1, $3"
   awk "BEGIN { exit !(($1) $2 ($3)) }"
 }
 
@@ -102,7 +102,7 @@ done
 [ "$(metric snowflake_id_node_id)" = 7 ] || fail "snowflake_id_node_id is $(metric snowflake_id_node_id), not 7"
 [ "$(metric snowflake_id_issuing_held)" = 0 ] || fail "a fresh server is reported held"
 [ "$(metric snowflake_id_registry_enabled)" = 0 ] || fail "a server without a registry is reported with one"
-series snowflake_id_issuing_held | grep -q 'reason=""' || fail "the hold's reason label is not empty on a server that is not held"
+series snowflake_id_issuing_held | grep 'reason=""' >/dev/null || fail "the hold's reason label is not empty on a server that is not held"
 compare "$(metric snowflake_id_max_clock_drift_seconds)" == 5 || fail "max_clock_drift_seconds is not 5"
 compare "$(metric snowflake_id_lease_age_seconds)" '<' 60 || fail "lease_age_seconds is $(metric snowflake_id_lease_age_seconds)"
 for name in $(grep -o 'snowflake_id_[a-z_]*' "$MON/alerts.yml" | sort -u); do
@@ -193,7 +193,7 @@ for _ in $(seq 1 20); do
   sleep 0.5
 done
 [ "$(metric snowflake_id_issuing_held)" = 1 ] || fail "a held server is not reported held"
-series snowflake_id_issuing_held | grep -q 'reason="copied"' ||
+series snowflake_id_issuing_held | grep 'reason="copied"' >/dev/null ||
   fail "the hold's reason is not a label: $(series snowflake_id_issuing_held)"
 pass "a held server: $(series snowflake_id_issuing_held) 1"
 

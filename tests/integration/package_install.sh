@@ -66,8 +66,8 @@ pkg="postgresql-$major-snowflake-id"
 [ "$(basename "$deb")" = "${pkg}_$version-1_$(dpkg --print-architecture).deb" ] || fail "the Debian package is named $(basename "$deb")"
 [ "$(dpkg-deb --field "$deb" Package)" = "$pkg" ] || fail "the package is not named $pkg"
 [ "$(dpkg-deb --field "$deb" Version)" = "$version-1" ] || fail "the package's version is not $version-1"
-dpkg-deb --field "$deb" Depends | grep -Eq "(^|, )postgresql-$major(,|$)" || fail "the package does not depend on postgresql-$major: $(dpkg-deb --field "$deb" Depends)"
-dpkg-deb --field "$deb" Depends | grep -q "libc6 (>= " || fail "the package does not depend on libc6"
+dpkg-deb --field "$deb" Depends | grep -E "(^|, )postgresql-$major(,|$)" >/dev/null || fail "the package does not depend on postgresql-$major: $(dpkg-deb --field "$deb" Depends)"
+dpkg-deb --field "$deb" Depends | grep "libc6 (>= " >/dev/null || fail "the package does not depend on libc6"
 mkdir -p "$SF_WORK/deb" "$SF_WORK/tar"
 dpkg-deb -x "$deb" "$SF_WORK/deb"
 tar -xzf "$archive" -C "$SF_WORK/tar"
@@ -105,8 +105,8 @@ pass "archive extracted into a clean PostgreSQL root at $root"
 lib="$root$LIBDIR/snowflake_id.so"
 deps=$(ldd "$lib")
 echo "$deps"
-if echo "$deps" | grep -q "not found"; then fail "the library has missing dependencies"; fi
-if echo "$deps" | grep -Eiq "libstd-|rustc|\.rustup|\.cargo"; then fail "the library depends on a Rust runtime"; fi
+if grep -q "not found" <<<"$deps"; then fail "the library has missing dependencies"; fi
+if grep -Eiq "libstd-|rustc|\.rustup|\.cargo" <<<"$deps"; then fail "the library depends on a Rust runtime"; fi
 pass "the library needs only system libraries"
 
 PG_BIN="$root$BINDIR"

@@ -50,7 +50,7 @@ expect_refusal n7 "SELECT snowflake_next()" 55000 \
   "n7 under node id $X1, held by n1 (the refusal must name its live holder)"
 [ "$(sql_value n7 "SELECT issuing_held || ' ' || registry_state FROM snowflake_stats()")" = "registry_no_node_id failed" ] ||
   fail "snowflake_stats() on n7 does not show the hold: $(sql_value n7 "SELECT issuing_held, registry_state, registry_message FROM snowflake_stats()")"
-sql_value n7 "SELECT registry_message FROM snowflake_stats()" | grep -q "is held by" ||
+sql_value n7 "SELECT registry_message FROM snowflake_stats()" | grep "is held by" >/dev/null ||
   fail "snowflake_stats().registry_message on n7 does not say who holds the node id"
 pass "a fixed node id held by a live server is refused, naming it (also in snowflake_stats())"
 cluster_stop n1
@@ -146,10 +146,10 @@ no_duplicates "paused holder"
 # it refused until restarted: a claim could take a live one then, and the
 # two would have taken the node id from each other in turn.)
 for _ in $(seq 1 50); do
-  sql_value n3 "SELECT registry_message FROM snowflake_stats()" | grep -q "is held by" && break
+  sql_value n3 "SELECT registry_message FROM snowflake_stats()" | grep "is held by" >/dev/null && break
   sleep 0.1
 done
-sql_value n3 "SELECT registry_message FROM snowflake_stats()" | grep -q "is held by" ||
+sql_value n3 "SELECT registry_message FROM snowflake_stats()" | grep "is held by" >/dev/null ||
   fail "n3 does not ask for node id $X3 again: $(sql_value n3 "SELECT registry_state, registry_message FROM snowflake_stats()")"
 n10_max=$(sort -n "$SF_WORK/w.n10" | tail -1)
 cluster_stop n10
@@ -237,13 +237,13 @@ for q in "SELECT * FROM snowflake_registry.node_ids" "SELECT * FROM snowflake_re
   "UPDATE snowflake_registry.node_ids SET until_ms = 0" "DELETE FROM snowflake_registry.grants" \
   "SELECT * FROM snowflake_registry.holders"; do
   out=$(registry_sql "$q" 2>&1) && fail "the client role may run: $q"
-  echo "$out" | grep -q "permission denied" || fail "$q: $out"
+  grep -q "permission denied" <<<"$out" || fail "$q: $out"
 done
 X2=$(node_of n2)
 claim2=$(sql_value reg "SELECT claim_id FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $X2")
 out=$(registry_sql "SELECT snowflake_registry.renew('default', $X2, $claim2, 'not-the-holders-token', 0, 3000)" 2>&1) &&
   fail "another server's claim was renewed without its token"
-echo "$out" | grep -q "is lost" || fail "renewal without the token: $out"
+grep -q "is lost" <<<"$out" || fail "renewal without the token: $out"
 registry_sql "SELECT snowflake_registry.release('default', $X2, $claim2, 'not-the-holders-token', 0)" >/dev/null
 # (NULL is no token either: a comparison with NULL is not a refusal.)
 registry_sql "SELECT snowflake_registry.release('default', $X2, NULL, NULL, 0)" >/dev/null
@@ -262,7 +262,7 @@ for i in 1 2; do
 done
 out=$(registry_sql "SELECT node_id FROM snowflake_registry.claim('tiny', 1735689600000, 1, 12, NULL, NULL, 'token-of-holder-3', 3, 'h3', 3, '/d3', $now, 60000)" 2>&1) &&
   fail "a third claim in a fleet of two node ids succeeded"
-echo "$out" | grep -q 'all 2 node ids of fleet "tiny" are held' && echo "$out" | grep -q "1: h2:2 (data directory /d2" ||
+grep -q 'all 2 node ids of fleet "tiny" are held' <<<"$out" && grep -q "1: h2:2 (data directory /d2" <<<"$out" ||
   fail "the full pool's error does not list the holders: $out"
 pass "a full pool is refused, listing its holders"
 # The node id a data directory held last is only preferred when no one else
@@ -307,7 +307,7 @@ reclaimed=$(sql_value reg "SELECT count(*) FROM (SELECT w.node_id FROM issued i,
 [ "$reclaimed" -ge 1 ] || fail "who issued: no node id had two holders (the test shows nothing)"
 out=$(registry_sql "SELECT * FROM snowflake_registry.who_issued('default', 1)" 2>&1) &&
   fail "the client role may call who_issued()"
-echo "$out" | grep -q "permission denied" || fail "who_issued() as the client role: $out"
+grep -q "permission denied" <<<"$out" || fail "who_issued() as the client role: $out"
 beyond=$(sql_value reg "SELECT ((max(until_ms) + 86400000) << 22) FROM snowflake_registry.grants WHERE fleet = 'default'")
 [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.who_issued('default', $beyond)")" = 0 ] ||
   fail "who_issued() answered for an ID whose time no grant covers"

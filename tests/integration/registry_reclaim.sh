@@ -91,7 +91,7 @@ probe_claim() {
 # --- 4a. a live claim is not taken over by a claim of the same identity
 probe1=$(probe_claim 1000 probe-token-0000000001 60000)
 out=$(reg_error "SELECT * FROM snowflake_registry.claim('reclaim', $EPOCH, 10, 12, 1000, NULL, 'probe-token-0000000002', 77, 'probe-host', 1, '/probe', $(now_id_ms), 60000)")
-echo "$out" | grep -q "55000" && echo "$out" | grep -q "previous run" ||
+grep -q "55000" <<<"$out" && grep -q "previous run" <<<"$out" ||
   fail "a claim of the same identity was not refused as the holder's previous run: $out"
 [ "$(sql_value reg "SELECT claim_id FROM snowflake_registry.node_ids WHERE fleet = 'reclaim' AND node_id = 1000")" = "$probe1" ] ||
   fail "the live claim of node id 1000 was taken over"
@@ -117,16 +117,16 @@ promote regs
 
 # --- 4b. resume(), as the client role
 out=$(reg_error "SELECT snowflake_registry.resume('reclaim', 1000, $probe1, 'not-the-token-00000001', $(( $(now_id_ms) + 5000 )), $(now_id_ms), 60000)")
-echo "$out" | grep -q "55000" && echo "$out" | grep -q "does not know it" ||
+grep -q "55000" <<<"$out" && grep -q "does not know it" <<<"$out" ||
   fail "resume() with a wrong token was not refused: $out"
 out=$(reg_error "SELECT snowflake_registry.resume('reclaim', 1000, NULL, NULL, $(( $(now_id_ms) + 5000 )), $(now_id_ms), 60000)")
-echo "$out" | grep -q "22023" || fail "resume() with no claim or token was not refused: $out"
+grep -q "22023" <<<"$out" || fail "resume() with no claim or token was not refused: $out"
 until1=$(reg_call "SELECT snowflake_registry.resume('reclaim', 1000, $probe1, 'probe-token-0000000001', 0, $(now_id_ms), 60000)")
 [ "$until1" -gt "$(now_id_ms)" ] || fail "the probe's claim was not resumed: $until1"
 [ "$(sql_value regs "SELECT resumed || ' ' || (ended IS NULL) FROM snowflake_registry.grants WHERE claim_id = $probe1")" = "1 true" ] ||
   fail "the resumed claim's grant row: $(sql_value regs "SELECT resumed, ended FROM snowflake_registry.grants WHERE claim_id = $probe1")"
 out=$(reg_error "SELECT snowflake_registry.resume('reclaim', 1001, $probe2, 'probe-token-0000000003', 0, $(now_id_ms), 2000)")
-echo "$out" | grep -q "55000" && echo "$out" | grep -q "grant ended" ||
+grep -q "55000" <<<"$out" && grep -q "grant ended" <<<"$out" ||
   fail "resume() of a claim whose grant had ended was not refused: $out"
 pass "resume(): refused with another token and after the grant's end; with its token and its grant running, the claim goes on"
 

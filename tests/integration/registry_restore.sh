@@ -137,7 +137,7 @@ fence_ms=$(registry_admin "SELECT fence_ms FROM snowflake_registry.fleets")
 c_first=$(sql_value c "SELECT min(id) FROM t")
 [ "$c_first" -gt "$a_last" ] || fail "c's first ID $c_first is not above a's last $a_last"
 why=$(registry_admin "SELECT why FROM snowflake_registry.fences")
-echo "$why" | grep -q "timeline changed\|timeline.*changed\|changed from" || fail "the fence does not say why: $why"
+grep -q "timeline changed\|timeline.*changed\|changed from" <<<"$why" || fail "the fence does not say why: $why"
 [ "$(registry_admin "SELECT timeline FROM snowflake_registry.incarnation")" -gt "$timeline_before" ] ||
   fail "the registry did not record its new timeline"
 pass "restored registry fenced at ID time $fence_ms (a's last: $(id_ms "$a_last")): c took node id 2 above a's IDs; fence: $why"

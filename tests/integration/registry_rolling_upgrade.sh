@@ -38,7 +38,7 @@ read -r prev_version prev_commit < <(
 [ -n "${prev_commit:-}" ] || fail "sql/releases names no release before $version"
 git -C "$ROOT" cat-file -e "$prev_commit:registry/snowflake_registry.sql" 2>/dev/null ||
   fail "the previous release $prev_version ($prev_commit) has no registry/snowflake_registry.sql in this clone (a shallow clone? git fetch --unshallow)"
-git -C "$ROOT" show "$prev_commit:Cargo.toml" | grep -q "^pg$PG_MAJOR = " ||
+git -C "$ROOT" show "$prev_commit:Cargo.toml" | grep "^pg$PG_MAJOR = " >/dev/null ||
   { pass "the previous release $prev_version does not support PostgreSQL $PG_MAJOR: nothing to upgrade from"; exit 0; }
 git -C "$ROOT" show "$prev_commit:registry/snowflake_registry.sql" > "$SF_WORK/registry-$prev_version.sql"
 chmod 644 "$SF_WORK/registry-$prev_version.sql"

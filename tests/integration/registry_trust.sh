@@ -122,7 +122,7 @@ cluster_start b
 make_table b
 expect_refusal b "SELECT snowflake_next()" 08P01 "answer cannot be right: node id 5000 is outside this server's layout (0 to 1023)" \
   "b, answered node id 5000 with 10 node bits"
-sql_value b "SELECT registry_state || ': ' || registry_message FROM snowflake_stats()" | grep -q "^failed: .*cannot be right" ||
+sql_value b "SELECT registry_state || ': ' || registry_message FROM snowflake_stats()" | grep "^failed: .*cannot be right" >/dev/null ||
   fail "snowflake_stats() on b does not show the refused answer: $(sql_value b "SELECT registry_state, registry_message FROM snowflake_stats()")"
 log_has b "cannot be right" || fail "b's log does not say the registry's answer was refused"
 pass "a claim answered with node id 5000 (10 node bits) is refused: 08P01, in snowflake_stats() and the log"
@@ -142,7 +142,7 @@ wait_issuing b 20
 [ "$(node_of b)" = 7 ] || fail "b did not take the impostor's plausible claim (node 7): $(node_of b)"
 grant_b=$(sql_value b "SELECT (extract(epoch FROM grant_until) * 1000)::bigint FROM snowflake_stats()")
 sleep 2
-sql_value b "SELECT registry_message FROM snowflake_stats()" | grep -q "cannot be right: the grant ends at" ||
+sql_value b "SELECT registry_message FROM snowflake_stats()" | grep "cannot be right: the grant ends at" >/dev/null ||
   fail "b's refused renewal is not shown: $(sql_value b "SELECT registry_state, grant_until, registry_message FROM snowflake_stats()")"
 [ "$(sql_value b "SELECT (extract(epoch FROM grant_until) * 1000)::bigint FROM snowflake_stats()")" -le $((grant_b)) ] ||
   fail "b's grant grew with a renewal that cannot be right"
@@ -158,7 +158,7 @@ EPOCH=1735689600000
 now=$(( $(now_ms) - EPOCH ))
 out=$(registry_sql "SELECT * FROM snowflake_registry.claim('defualt', $EPOCH, 10, 12, NULL, NULL, '${token}10', 1, 'h', 1, '/d', $now, 3000)" 2>&1) &&
   fail "a claim for the fleet \"defualt\", which no one made, succeeded (a second ID space)"
-echo "$out" | grep -q 'fleet "defualt" does not exist in this registry' && echo "$out" | grep -q "create_fleet('defualt')" ||
+grep -q 'fleet "defualt" does not exist in this registry' <<<"$out" && grep -q "create_fleet('defualt')" <<<"$out" ||
   fail "the refusal of an unknown fleet does not name it and the way to make it: $out"
 [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.fleets WHERE fleet = 'defualt'")" = 0 ] || fail "the refused claim made a fleet"
 cluster_init c "$(free_port)" "snowflake_id.registry = '$REGISTRY'" "snowflake_id.registry_grant = '${GRANT_MS}ms'" \
@@ -168,7 +168,7 @@ make_table c
 expect_refusal c "SELECT snowflake_next()" 42704 'fleet "defualt" does not exist' "c, with a misspelt registry_fleet"
 cluster_stop c
 out=$(registry_sql "SELECT snowflake_registry.create_fleet('mine')" 2>&1) && fail "the client role created a fleet"
-echo "$out" | grep -q "permission denied" || fail "the client role's create_fleet() failed otherwise: $out"
+grep -q "permission denied" <<<"$out" || fail "the client role's create_fleet() failed otherwise: $out"
 psql_on reg -c "SELECT snowflake_registry.create_fleet('second')" -c "SELECT snowflake_registry.create_fleet('second')" >/dev/null
 [ "$(registry_sql "SELECT node_id FROM snowflake_registry.claim('second', $EPOCH, 9, 12, NULL, NULL, '${token}11', 1, 'h', 1, '/d', $now, 3000)")" = 0 ] ||
   fail "the first claim of a fleet the owner made did not get node id 0"
@@ -178,7 +178,7 @@ pass "a claim for an unknown fleet is refused (42704, with the hint to create_fl
 for stmt in "DELETE FROM snowflake_registry.node_ids WHERE fleet = 'second'" "TRUNCATE snowflake_registry.node_ids CASCADE" \
   "TRUNCATE snowflake_registry.fleets CASCADE"; do
   out=$(sql_error reg "$stmt") || fail "the owner's \"$stmt\" succeeded: floors lost"
-  [ "$(sqlstate_of "$out")" = 55000 ] && echo "$out" | grep -q "never deleted" || fail "\"$stmt\" failed otherwise: $out"
+  [ "$(sqlstate_of "$out")" = 55000 ] && grep -q "never deleted" <<<"$out" || fail "\"$stmt\" failed otherwise: $out"
 done
 [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.node_ids WHERE fleet = 'second'")" = 1 ] || fail "node_ids lost a row"
 pass "the rows of node_ids (the floors) cannot be deleted or truncated, not even by the owner (55000)"
@@ -201,10 +201,10 @@ no_duplicates "the end"
 # view and every later claim of node id 800 failed.)
 out=$(registry_sql "SELECT snowflake_registry.renew('default', 800, $(echo "$first" | cut -d' ' -f2), '${token}20', $now, 9000000000000000000)" 2>&1) &&
   fail "a renewal asking for a grant of 9e18 ms was accepted"
-echo "$out" | grep -q "invalid renewal arguments" || fail "an absurd renewal failed otherwise: $out"
+grep -q "invalid renewal arguments" <<<"$out" || fail "an absurd renewal failed otherwise: $out"
 sql_value reg "SELECT count(*) FROM snowflake_registry.holders" >/dev/null || fail "the holders view fails"
 long=$(printf 'h%.0s' $(seq 1 300))
 out=$(registry_sql "SELECT * FROM snowflake_registry.claim('default', $EPOCH, 10, 12, NULL, NULL, '${token}30', 1, '$long', 1, '/d', $now, 3000)" 2>&1) &&
   fail "a claim with a host of 300 characters was accepted"
-echo "$out" | grep -q "invalid claim arguments" || fail "a claim with a long host failed otherwise: $out"
+grep -q "invalid claim arguments" <<<"$out" || fail "a claim with a long host failed otherwise: $out"
 pass "absurd arguments are refused (22023): a grant of 9e18 ms, a host of 300 characters; the holders view still works"

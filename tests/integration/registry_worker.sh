@@ -36,7 +36,7 @@
 # (lease or registry; a child of the postmaster).
 worker_pid() {
   local pm; pm=$(head -1 "$(cluster_dir "$1")/postmaster.pid")
-  ps -o pid=,args= --ppid "$pm" | awk -v kind="snowflake_id $2" 'index($0, kind) { print $1; exit }'
+  ps -o pid=,args= --ppid "$pm" | awk -v kind="snowflake_id $2" 'index($0, kind) && !found { print $1; found = 1 }'
 }
 # worker_back NAME KIND OLD_PID SECONDS: waits for a KIND worker other than
 # OLD_PID; prints its PID, or fails.

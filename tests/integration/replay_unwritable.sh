@@ -57,7 +57,7 @@ promote standby
 out=$(sql_error standby "SELECT snowflake_next()") ||
   fail "the restarted, promoted standby issued an ID: it forgot the lease it could not keep"
 [ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "SQLSTATE is not 55000"; }
-printf '%s\n' "$out" | grep -q "recovery could not keep the old primary's lease" ||
+grep -q "recovery could not keep the old primary's lease" <<<"$out" ||
   { printf '%s\n' "$out"; fail "the message does not say why"; }
 pass "restarted within the drift window and promoted, the standby is held (55000: the lease it could not keep)"
 

@@ -103,7 +103,7 @@ expect_error() {
   fi
   state=$(sqlstate_of "$out")
   printf '%s\n' "$out" | sed 's/^/    /'
-  if printf '%s\n' "$out" | grep -Eiq -- "$re"; then
+  if grep -Eiq -- "$re" <<<"$out"; then
     pass "$what: the error matches /$re/"
   else
     bad "$what: the error does not match /$re/"

@@ -90,9 +90,9 @@ pass "pg_upgrade left the lease behind, and the extension noted it (snowflake_id
 cluster_start new || fail "the upgraded cluster did not start"
 out=$(sql_error new "SELECT snowflake_next()") || fail "the upgraded server issued an ID without the old lease"
 [ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "without the lease: SQLSTATE is not 55000"; }
-printf '%s\n' "$out" | grep -q 'made by pg_upgrade and its lease file (snowflake_id.lease) was not copied' ||
+grep -q 'made by pg_upgrade and its lease file (snowflake_id.lease) was not copied' <<<"$out" ||
   { printf '%s\n' "$out"; fail "without the lease: the message does not say why"; }
-printf '%s\n' "$out" | grep -q 'HINT:  Stop this server and copy snowflake_id.lease from the old data directory' ||
+grep -q 'HINT:  Stop this server and copy snowflake_id.lease from the old data directory' <<<"$out" ||
   { printf '%s\n' "$out"; fail "without the lease: the hint does not say what to do"; }
 pass "started without the old lease, the upgraded server refuses to issue IDs (55000, hint: copy the file)"
 cluster_stop new
@@ -102,7 +102,7 @@ as_pg cp -p "$(cluster_dir old)/snowflake_id.lease" "$(cluster_dir new)/snowflak
 cluster_conf new "snowflake_id.epoch = '2025-06-01 00:00:00+00'"
 cluster_start new || fail "the upgraded cluster did not start with the lease"
 out=$(sql_error new "SELECT snowflake_next()") || fail "the upgraded server issued an ID under another epoch"
-printf '%s\n' "$out" | grep -q 'snowflake_id.epoch changed' || { printf '%s\n' "$out"; fail "the epoch change is not named"; }
+grep -q 'snowflake_id.epoch changed' <<<"$out" || { printf '%s\n' "$out"; fail "the epoch change is not named"; }
 pass "with the lease copied and another epoch in postgresql.conf, the upgraded server refuses (the epoch change is named)"
 cluster_stop new
 as_pg sed -i "/^snowflake_id.epoch = '2025-06-01/d" "$(cluster_dir new)/postgresql.conf"
@@ -157,7 +157,7 @@ as_pg cp -p "$(cluster_dir heldold)/snowflake_id.lease" "$(cluster_dir heldnew)/
 cluster_start heldnew || fail "the upgraded held copy did not start"
 out=$(sql_error heldnew "SELECT snowflake_next()") || fail "the upgraded held copy issued an ID: the hold was lost in the upgrade"
 [ "$(sqlstate_of "$out")" = 55000 ] || { printf '%s\n' "$out"; fail "upgraded held copy: SQLSTATE is not 55000"; }
-printf '%s\n' "$out" | grep -q 'made by pg_upgrade from a server held as a possible copy' ||
+grep -q 'made by pg_upgrade from a server held as a possible copy' <<<"$out" ||
   { printf '%s\n' "$out"; fail "upgraded held copy: the message does not say why"; }
 pass "a held copy, upgraded with its lease file copied as documented, is still held (55000)"
 psql_on heldnew -c "SELECT snowflake_accept_configuration()" >/dev/null
