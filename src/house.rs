@@ -6,7 +6,11 @@
 //!   `crate::pg::` or `super::` path in a room's code names a room below
 //!   it, so no import circle can form;
 //! - no room is longer than 500 lines, but `errors.rs` (the one table of
-//!   messages is its point).
+//!   messages is its point);
+//! - a PostgreSQL object that C writes in place (a condition variable, a
+//!   spinlock, an LWLock, a latch) is never a plain field of a struct
+//!   that Rust shares by `&`: it sits in an `UnsafeCell`, the one way Rust
+//!   allows writes through a shared reference.
 //!
 //! Method calls on a type defined below (the lease's `impl Shared`, for
 //! instance) are not imports and are not seen; the rooms that add methods
@@ -442,5 +446,57 @@ fn the_checks_see_circles_and_upward_imports() {
     assert_eq!(
         ladder_of_contributing(picture),
         vec!["a", "dir", "dir::x", "b"]
+    );
+}
+
+/// The C types PostgreSQL writes in place through a pointer it is given.
+const WRITTEN_BY_C: &[&str] = &[
+    "ConditionVariable",
+    "slock_t",
+    "LWLock",
+    "LWLockPadded",
+    "Latch",
+];
+
+/// The fields of `code` (one room's code, comments removed) declared with a
+/// type C writes in place and not wrapped in an `UnsafeCell` (or a pointer).
+fn plain_c_written_fields(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|line| {
+            let (name, ty) = line.trim().trim_end_matches(',').split_once(':')?;
+            let name = name
+                .trim()
+                .trim_start_matches("pub(super)")
+                .trim_start_matches("pub");
+            let name = name.trim();
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return None;
+            }
+            let ty = ty.trim();
+            WRITTEN_BY_C
+                .iter()
+                .any(|c| ty == format!("pg_sys::{c}") || ty == *c)
+                .then(|| format!("{name}: {ty}"))
+        })
+        .collect()
+}
+
+#[test]
+fn objects_c_writes_in_place_sit_in_an_unsafe_cell() {
+    let (files, _) = pg_imports();
+    for (_, path) in files {
+        let code = code_of(&std::fs::read_to_string(&path).expect("a room"));
+        let plain = plain_c_written_fields(&code);
+        assert!(
+            plain.is_empty(),
+            "{}: {plain:?}: C writes these in place through a pointer made from a shared reference; wrap each in an UnsafeCell",
+            path.display()
+        );
+    }
+    // The check sees the field as `state.rs` declared it before the fix, and
+    // passes what C may write.
+    assert_eq!(
+        plain_c_written_fields("    pub(super) lease_raised: pg_sys::ConditionVariable,\n    lock: *mut pg_sys::LWLock,\n    cv: UnsafeCell<pg_sys::ConditionVariable>,\n"),
+        vec!["lease_raised: pg_sys::ConditionVariable".to_string()]
     );
 }

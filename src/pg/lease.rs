@@ -122,14 +122,14 @@ impl Shared {
     fn wait_for_worker_lease(&self, until_ms: u64) -> Result<bool, GenerateError> {
         self.lease_requested.fetch_max(until_ms, Ordering::AcqRel);
         let failures = self.worker_failures.load(Ordering::Acquire);
-        let cv = (&raw const self.lease_raised).cast_mut();
+        let cv = self.lease_raised.get();
         // SAFETY: `cv` is this struct's condition variable in shared memory,
         // initialised by ConditionVariableInit when the struct was created; called
         // in a backend (it has a PGPROC). The sleep is cancelled below, or by
         // AbortTransaction's ConditionVariableCancelSleep when an ERROR (a cancel)
-        // ends the wait. Relies on: no Rust code reading `lease_raised`, since C
-        // writes through a pointer derived from `&self` to a field that is not
-        // in an UnsafeCell.
+        // ends the wait. C writes the variable through `cv`: it lives in an
+        // UnsafeCell, which allows writes through a shared reference, and C
+        // serialises them with the variable's own spinlock.
         unsafe { pg_sys::ConditionVariablePrepareToSleep(cv) };
         // Seconds in a row without a lease worker to ask.
         let mut without_worker = 0;
@@ -191,9 +191,10 @@ impl Shared {
 
     fn wake_waiters(&self) {
         // SAFETY: `lease_raised` is the condition variable initialised with the
-        // struct in shared memory; ConditionVariableBroadcast takes its spinlock
-        // itself, from any process attached to shared memory.
-        unsafe { pg_sys::ConditionVariableBroadcast((&raw const self.lease_raised).cast_mut()) };
+        // struct in shared memory, in an UnsafeCell (C writes it through this
+        // pointer); ConditionVariableBroadcast takes its spinlock itself, from
+        // any process attached to shared memory.
+        unsafe { pg_sys::ConditionVariableBroadcast(self.lease_raised.get()) };
     }
 
     /// The lease worker announces itself (its latch), or its exit (null).

@@ -125,7 +125,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
         // ConditionVariableInit is given the condition variable's final place.
         unsafe {
             shared.write(Shared::new(generator_lock));
-            pg_sys::ConditionVariableInit(&raw mut (*shared).lease_raised);
+            pg_sys::ConditionVariableInit((*shared).lease_raised.get());
             startup::resume_from_lease(&mut *shared, config);
         }
     }

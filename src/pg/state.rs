@@ -121,8 +121,11 @@ pub struct Shared {
     pub(super) lease_written_unix_ms: AtomicI64,
     /// The lease worker's latch while it runs, for backends to wake it.
     pub(super) worker_latch: AtomicPtr<pg_sys::Latch>,
-    /// Broadcast whenever the lease worker raised the lease.
-    pub(super) lease_raised: pg_sys::ConditionVariable,
+    /// Broadcast whenever the lease worker raised the lease. In an
+    /// `UnsafeCell`: PostgreSQL's C code writes it (its spinlock and wait
+    /// list) through a pointer made from `&Shared`, which only interior
+    /// mutability allows; no Rust code reads or writes it directly.
+    pub(super) lease_raised: UnsafeCell<pg_sys::ConditionVariable>,
 }
 
 // Process-local, like all of a PostgreSQL process's globals: a server
@@ -151,7 +154,7 @@ impl Shared {
             lease_failures: AtomicU64::new(0),
             lease_written_unix_ms: AtomicI64::new(0),
             worker_latch: AtomicPtr::new(std::ptr::null_mut()),
-            lease_raised: pg_sys::ConditionVariable::default(),
+            lease_raised: UnsafeCell::new(pg_sys::ConditionVariable::default()),
         }
     }
 
