@@ -25,7 +25,12 @@ impl Environment for Clock {
         std::thread::sleep(Duration::from_millis(ms));
         ms * 1000
     }
-    fn extend_lease(&mut self, state: &SharedState, until_ms: u64) -> Result<(), GenerateError> {
+    fn extend_lease(
+        &mut self,
+        state: &SharedState,
+        _from_ms: u64,
+        until_ms: u64,
+    ) -> Result<(), GenerateError> {
         // A lease far ahead: the bench measures issuing, not the disk.
         let target = lease_target(state, &IdLayout::default(), until_ms) + 3_600_000;
         state.lease_until_ms.fetch_max(target, Ordering::AcqRel);

@@ -14,43 +14,53 @@
 //!
 //! # Taking, then settling
 //!
-//! A call first **takes** its range ([`take`]): one atomic add on the word,
-//! which never fails and never retries, however many backends add at once.
-//! Only when the clock has passed the word (the first ID of a millisecond)
-//! does a compare-and-swap move the word up to the clock. Whatever was taken
-//! belongs to that call alone, forever: the word only grows, and nothing
-//! ever lowers it (a range that is never issued is a gap, not a duplicate).
-//! That is why IDs are unique and a caller's IDs increase; and since the
-//! take is one atomic operation on one word, a call that starts after
-//! another returned gets a larger ID (strictly increasing in issue order).
+//! A single call first **takes** its pair ([`take`]): one atomic add on the
+//! word, which never fails and never retries, however many backends add at
+//! once. Only when the clock has passed the word (the first ID of a
+//! millisecond) does a compare-and-swap move the word up to the clock.
+//! Whatever was taken belongs to that call alone, forever: the word only
+//! grows, and nothing ever lowers it (a pair that is never issued is a gap,
+//! not a duplicate). That is why IDs are unique and a caller's IDs
+//! increase; and since the take is one atomic operation on one word, a call
+//! that starts after another returned gets a larger ID (strictly increasing
+//! in issue order).
 //!
-//! The call then **settles** the range it holds ([`settle`]), in order:
+//! The call then **settles** the pair it holds ([`settle`]), in order:
 //! 1. the time field must not overflow (year 2094 with the default layout);
-//! 2. drift (the range's end time minus the wall clock) must stay within
-//!    `max_clock_drift`. If the drift of the pair before the range is more
-//!    than [`MAX_WAIT_MS`] above the limit, the clock stepped back (or a
-//!    restart resumed far ahead): fail at once. Otherwise the call sleeps,
-//!    holding its range, until the clock is within the limit of its end.
-//!    So no issued ID is ever further ahead of the clock than the limit,
-//!    and a sustained burst is throttled to the layout's rate: callers take
-//!    at most one range each ahead of the limit, then wait. A batch waits
-//!    *before* it takes when the word already says it would have to
-//!    ([`wait_before_taking`]): a long range held asleep would put the word
-//!    beyond the limit and the slack, and the calls after it would take
-//!    that for a clock stepped back;
-//! 3. no ID may be issued beyond the durable lease; if the range needs more,
-//!    the environment extends the lease (disk write) before it is issued.
+//! 2. drift (the pair's time minus the wall clock) must stay within
+//!    `max_clock_drift`. If the drift of the pair before it is more than
+//!    [`MAX_WAIT_MS`] above the limit, the clock stepped back (or a restart
+//!    resumed far ahead): fail at once. Otherwise the call sleeps, holding
+//!    its pair, until the clock is within the limit. So no issued ID is
+//!    ever further ahead of the clock than the limit, and a sustained burst
+//!    is throttled to the layout's rate: callers take at most one pair each
+//!    ahead of the limit, then wait;
+//! 3. no ID may be issued beyond the durable lease; a pair beyond the lease
+//!    as it stood *before* the take is checked by the environment, which
+//!    extends the lease (disk write) and, on a server with a registry,
+//!    checks the pair against the grant in force, floor included.
 //!
-//! # After a failure: checking before taking
+//! # Checking before taking
 //!
-//! A call that fails wastes what it took. One wasted pair is nothing, but a
-//! clock set back by an hour, or a lease that cannot be written, fails every
-//! call, and failing calls that each took a pair would push the word ahead
-//! of the clock for as long as they go on (with few sequence bits, faster
-//! than the clock catches up). So a failure sets `careful`, and while it is
-//! set calls use [`issue_checked`]: every check on the word as it is, then
-//! one compare-and-swap, so a failing call takes nothing. The first call
-//! that succeeds clears it.
+//! A call that fails wastes what it took, and a call that sleeps holds it.
+//! Three kinds of call therefore check first and take with one
+//! compare-and-swap ([`issue_checked`]), so that they take nothing unless
+//! they issue it:
+//! - **batches**: a range held asleep at the drift limit would put the word
+//!   a whole batch beyond the limit, and every call after it would take
+//!   that for a clock stepped back; and batches that each checked the word
+//!   and then added separately could all pass the check together;
+//! - **calls after a failure**: a clock set back by an hour, or a lease
+//!   that cannot be written, fails every call, and failing calls that each
+//!   took a pair would push the word ahead of the clock for as long as they
+//!   go on (with few sequence bits, faster than the clock catches up). A
+//!   failure sets `careful`; the first call that succeeds clears it;
+//! - **calls whose clock has passed the lease**: the take would jump the
+//!   word to the clock before anything says IDs may be issued there. A
+//!   clock stepped forward by an hour on a server whose registry grant (or
+//!   lease file) cannot follow would leave the word an hour ahead, and once
+//!   the clock is corrected every call would fail for that hour, though no
+//!   ID was issued there.
 //!
 //! # Why not one compare-and-swap for everything
 //!
@@ -233,9 +243,20 @@ pub trait Environment {
     /// bounded on the monotonic clock); returns the microseconds actually
     /// slept. The generator reads the clock again after it.
     fn sleep_ms(&mut self, ms: u64) -> u64;
-    /// Makes the lease durable up to at least `until_ms` and raises
-    /// `state.lease_until_ms` (use [`lease_target`] for the new value).
-    fn extend_lease(&mut self, state: &SharedState, until_ms: u64) -> Result<(), GenerateError>;
+    /// Covers a range of IDs whose times beyond the lease run from
+    /// `from_ms` to `until_ms`: makes the lease durable up to at least
+    /// `until_ms` and raises `state.lease_until_ms` (use [`lease_target`]
+    /// for the new value), unless it already reaches that far. The server
+    /// also checks the range against the registry's grant in force, its
+    /// floor included (`from_ms` above it): a range taken before a claim
+    /// made again may lie between the old grant and the new floor, where
+    /// another holder of the node id may have issued.
+    fn extend_lease(
+        &mut self,
+        state: &SharedState,
+        from_ms: u64,
+        until_ms: u64,
+    ) -> Result<(), GenerateError>;
     /// The clock was seen stepping back by `step_ms` (called once per step,
     /// by the backend that noticed it first).
     fn clock_stepped_back(&mut self, step_ms: u64);
@@ -301,9 +322,11 @@ fn observe_clock(state: &SharedState, env: &mut impl Environment) -> i64 {
 /// Inlined: with a constant count of 1 (`snowflake_next()`), the batch
 /// arithmetic folds away.
 ///
-/// The fast path: [`take`] the range (one atomic add), then [`settle`] its
-/// checks while holding it. After a failure, [`issue_checked`] until a call
-/// succeeds again (see the module's comment).
+/// The fast path, for a single ID: [`take`] the pair (one atomic add), then
+/// [`settle`] its checks while holding it. A batch, every call after a
+/// failure, and a call whose clock has passed the lease use
+/// [`issue_checked`]: every check first, then one compare-and-swap (see
+/// the module's comment).
 #[inline(always)]
 pub fn issue(
     state: &SharedState,
@@ -323,105 +346,76 @@ pub fn issue(
             max_drift_ms: policy.max_drift_ms,
         });
     }
-    if state.careful.load(Ordering::Relaxed) {
+    if count > 1 || state.careful.load(Ordering::Relaxed) {
         return issue_checked(state, layout, policy, count, env);
     }
-    let mut now = observe_clock(state, env);
-    if now > layout.max_time_ms() as i64 {
-        // A clock past the time field (the layout's end, or a reading far
-        // in the future): taking would jump the pair past the last one for
-        // good; the checked path fails without moving it.
+    let now = observe_clock(state, env);
+    // The lease as it stands before the take. A pair within it is covered
+    // by a grant this server held before the take (a claim made again
+    // raises the pair above its floor before a lease under it can exist),
+    // so it needs no look at the registry; beyond it, settling checks the
+    // pair against the grant in force.
+    let lease = state.lease_until_ms.load(Ordering::Acquire);
+    if now > lease.min(layout.max_time_ms()) as i64 {
+        // The clock has passed the lease (an idle spell, a clock stepped
+        // forward, the layout's end): taking would jump the pair to the
+        // clock before anything says IDs may be issued there, and a failure
+        // then would leave the pair there, ahead of the clock once it is
+        // corrected. The checked path moves the pair only when it issues.
         return issue_checked(state, layout, policy, count, env);
     }
-    if count > 1 {
-        // A batch waits for the clock *before* it takes, so that no call
-        // holds a long range beyond the drift limit while it sleeps: the
-        // calls after it would read that as a clock stepped back and fail.
-        // (A single call holds one pair: within MAX_WAIT_MS of slack.)
-        now = wait_before_taking(state, layout, policy, count, now, env)?;
-    }
-    let first = take(state, layout, count, now);
+    let first = take(state, layout, now);
     // The common case, every check passed at once: within the time field,
     // the drift limit and the lease. Anything else settles out of line.
-    let end = first + (count - 1);
-    let end_time = layout.pair_time(end);
-    if end <= layout.max_pair()
-        && end_time as i64 - now <= policy.max_drift_ms as i64
-        && end_time <= state.lease_until_ms.load(Ordering::Acquire)
+    let time = layout.pair_time(first);
+    if first <= layout.max_pair()
+        && time as i64 - now <= policy.max_drift_ms as i64
+        && time <= lease
     {
-        env.count_issued(&state.counters, count);
-        note_issued(&state.counters, layout.pair_time(first - 1), end_time, now);
+        env.count_issued(&state.counters, 1);
+        note_issued(&state.counters, layout.pair_time(first - 1), time, now);
         return Ok(IssuedRange {
             first_pair: first,
-            count,
+            count: 1,
         });
     }
-    let settled = settle(state, layout, policy, first, count, now, env);
+    let settled = settle(state, layout, policy, first, now, lease, env);
     if settled.is_err() {
-        // Every further call would waste its pairs the same way: check
+        // Every further call would waste its pair the same way: check
         // before taking until one succeeds.
         state.careful.store(true, Ordering::Relaxed);
     }
     settled
 }
 
-/// For a batch: sleeps, taking nothing, until a range of `count` after the
-/// pair as it is now would end within the drift limit; returns the clock.
-/// A range past the time field is left to [`settle`]'s error.
-#[inline(always)]
-fn wait_before_taking(
-    state: &SharedState,
-    layout: &IdLayout,
-    policy: DriftPolicy,
-    count: u64,
-    mut now_ms: i64,
-    env: &mut impl Environment,
-) -> Result<i64, GenerateError> {
-    loop {
-        let last = state.pair.load(Ordering::Acquire);
-        let end = next_pair(layout, last, now_ms).saturating_add(count - 1);
-        if end > layout.max_pair() {
-            return Ok(now_ms);
-        }
-        let before_time = layout.pair_time(last) as i64;
-        let end_time = layout.pair_time(end);
-        if !waited_for_drift(&state.counters, policy, end_time, before_time, now_ms, env)? {
-            return Ok(now_ms);
-        }
-        now_ms = observe_clock(state, env);
-    }
-}
-
-/// Takes `count` consecutive pairs that no other caller can ever take,
-/// none before the first pair of millisecond `now_ms`, and returns the
-/// first. Nothing is checked: the range is the caller's whether or not it
-/// is ever issued (a range not issued is a gap, never a duplicate).
+/// Takes one pair that no other caller can ever take, not before the first
+/// pair of millisecond `now_ms`, and returns it. Nothing is checked: the
+/// pair is the caller's whether or not it is ever issued (a pair not issued
+/// is a gap, never a duplicate).
 ///
-/// One ID is one atomic add, which never fails: the next sequence, or the
-/// first of the next millisecond when the sequence is used up (the carry
-/// into the time field). Only when the clock has passed the pair (no ID in
-/// the current millisecond yet) does the pair jump to the clock, by a
-/// compare-and-swap; a single call then wastes the pair it added, and its
-/// loop adds again as soon as any caller has made the jump.
+/// One atomic add, which never fails: the next sequence, or the first of
+/// the next millisecond when the sequence is used up (the carry into the
+/// time field). Only when the clock has passed the pair (no ID in the
+/// current millisecond yet) does the pair jump to the clock, by a
+/// compare-and-swap; the call then wastes the pair it added, and its loop
+/// adds again as soon as any caller has made the jump.
 #[inline(always)]
-fn take(state: &SharedState, layout: &IdLayout, count: u64, now_ms: i64) -> u64 {
+fn take(state: &SharedState, layout: &IdLayout, now_ms: i64) -> u64 {
     // (The caller checked that the clock is within the time field.)
     let floor = layout.pair(now_ms.max(0) as u64, 0);
-    if count == 1 {
-        let first = state.pair.fetch_add(1, Ordering::AcqRel) + 1;
-        if first >= floor {
-            return first;
-        }
+    let first = state.pair.fetch_add(1, Ordering::AcqRel) + 1;
+    if first >= floor {
+        return first;
     }
     loop {
         let last = state.pair.load(Ordering::Acquire);
         if last + 1 >= floor {
             // The pair only grows: what the add returns is at least `last`.
-            return state.pair.fetch_add(count, Ordering::AcqRel) + 1;
+            return state.pair.fetch_add(1, Ordering::AcqRel) + 1;
         }
         if state
             .pair
-            .compare_exchange_weak(last, floor + count - 1, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange_weak(last, floor, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
             return floor;
@@ -429,12 +423,13 @@ fn take(state: &SharedState, layout: &IdLayout, count: u64, now_ms: i64) -> u64 
     }
 }
 
-/// The checks on a range that [`take`] gave, with the clock read at
-/// `now_ms` before the take, when they did not all pass at once: the time
-/// field, the drift limit (sleeping while holding the range, so the range
-/// is issued only once the clock is within the limit of its end), the lease
-/// (extended before the range is issued). On success the range is issued:
-/// counted and returned.
+/// The checks on the pair that [`take`] gave, with the clock read at
+/// `now_ms` and the lease at `lease_before_ms` before the take, when they
+/// did not all pass at once: the time field, the drift limit (sleeping
+/// while holding the pair, so it is issued only once the clock is within
+/// the limit of it), the lease (extended, and the pair checked against the
+/// registry's grant in force, before it is issued). On success the pair is
+/// issued: counted and returned.
 #[cold]
 #[inline(never)]
 fn settle(
@@ -442,41 +437,40 @@ fn settle(
     layout: &IdLayout,
     policy: DriftPolicy,
     first: u64,
-    count: u64,
     mut now_ms: i64,
+    lease_before_ms: u64,
     env: &mut impl Environment,
 ) -> Result<IssuedRange, GenerateError> {
     let counters = &state.counters;
-    let end = first + (count - 1);
-    if end > layout.max_pair() {
-        return Err(if first > layout.max_pair() {
-            GenerateError::TimeExhausted {
-                time_bits: layout.time_bits(),
-                max_time_ms: layout.max_time_ms(),
-            }
-        } else {
-            GenerateError::TooMany { count }
+    if first > layout.max_pair() {
+        return Err(GenerateError::TimeExhausted {
+            time_bits: layout.time_bits(),
+            max_time_ms: layout.max_time_ms(),
         });
     }
-    // The pair before the range: the last issued (or taken) before it.
+    // The pair before it: the last issued (or taken) before it.
     let before_time = layout.pair_time(first - 1) as i64;
-    let end_time = layout.pair_time(end);
+    let time = layout.pair_time(first);
+    // Beyond the lease read before the take, the pair may have been taken
+    // under a grant that has ended since: the environment checks it (a
+    // lease another call extended meanwhile is no proof).
+    let mut covered = time <= lease_before_ms;
     loop {
-        if waited_for_drift(counters, policy, end_time, before_time, now_ms, env)? {
+        if waited_for_drift(counters, policy, time, before_time, now_ms, env)? {
             now_ms = observe_clock(state, env);
             continue;
         }
-        // The lease only grows, so a range within it stays within it.
-        if end_time > state.lease_until_ms.load(Ordering::Acquire) {
-            env.extend_lease(state, end_time)?;
+        if !covered {
+            env.extend_lease(state, time, time)?;
+            covered = true;
             now_ms = observe_clock(state, env);
             continue;
         }
-        env.count_issued(counters, count);
-        note_issued(counters, before_time as u64, end_time, now_ms);
+        env.count_issued(counters, 1);
+        note_issued(counters, before_time as u64, time, now_ms);
         return Ok(IssuedRange {
             first_pair: first,
-            count,
+            count: 1,
         });
     }
 }
@@ -531,9 +525,12 @@ fn note_issued(counters: &Counters, before_time: u64, end_time: u64, now_ms: i64
     }
 }
 
-/// Issuing after a failure: every check is made on the pair *before* one
-/// compare-and-swap claims the range, so a call that fails takes nothing.
-/// The first call that succeeds lets the others take again.
+/// Every check on the range *before* one compare-and-swap claims it, so a
+/// call that fails or waits takes nothing: for a batch (a range held while
+/// it slept would push the pair past the drift limit, and other calls would
+/// take that for a clock stepped back), after a failure (the first call
+/// that succeeds lets the others take again), and when the clock has passed
+/// the lease.
 #[cold]
 #[inline(never)]
 fn issue_checked(
@@ -568,8 +565,13 @@ fn issue_checked(
             continue;
         }
 
-        if end_time > state.lease_until_ms.load(Ordering::Acquire) {
-            env.extend_lease(state, end_time)?;
+        // Read after `last`: a lease raised under a claim made again is
+        // seen only with the pair raised above its floor, and then the swap
+        // below fails if `last` is from before.
+        let lease = state.lease_until_ms.load(Ordering::Acquire);
+        if end_time > lease {
+            let from_ms = layout.pair_time(first).max(lease + 1);
+            env.extend_lease(state, from_ms, end_time)?;
             continue;
         }
 
@@ -578,7 +580,9 @@ fn issue_checked(
             .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            state.careful.store(false, Ordering::Relaxed);
+            if state.careful.load(Ordering::Relaxed) {
+                state.careful.store(false, Ordering::Relaxed);
+            }
             env.count_issued(counters, count);
             note_issued(counters, layout.pair_time(last), end_time, now);
             return Ok(IssuedRange {
@@ -633,6 +637,7 @@ mod tests {
         fn extend_lease(
             &mut self,
             state: &SharedState,
+            _from_ms: u64,
             until_ms: u64,
         ) -> Result<(), GenerateError> {
             if self.fail_lease {
@@ -885,22 +890,27 @@ mod tests {
             one(&s, &mut env),
             Err(GenerateError::Lease("disk full".into()))
         );
-        // The fast path took one pair (the clock's first) and wasted it; the
-        // calls after the failure check first and take nothing while the
-        // disk stays full.
+        // The clock is past the lease (none yet): the call checked first and
+        // took nothing; a pair taken within the lease and failing later
+        // (here: settling past it) sets `careful`, and the calls after the
+        // failure check first and take nothing while the disk stays full.
         let l = IdLayout::default();
-        assert_eq!(s.pair.load(Ordering::Relaxed), l.pair(1_000, 0));
+        assert_eq!(s.pair.load(Ordering::Relaxed), 0);
+        s.lease_until_ms.store(1_000, Ordering::Relaxed);
+        s.pair.store(l.pair(1_000, 4095), Ordering::Relaxed);
+        assert!(one(&s, &mut env).is_err());
+        assert_eq!(s.pair.load(Ordering::Relaxed), l.pair(1_001, 0));
         assert!(s.careful.load(Ordering::Relaxed));
         for _ in 0..100 {
             assert!(one(&s, &mut env).is_err());
         }
-        assert_eq!(s.pair.load(Ordering::Relaxed), l.pair(1_000, 0));
+        assert_eq!(s.pair.load(Ordering::Relaxed), l.pair(1_001, 0));
         assert_eq!(s.counters.ids_issued.load(Ordering::Relaxed), 0);
         // The first call that succeeds lets the others take again.
         env.fail_lease = false;
-        assert_eq!(one(&s, &mut env), Ok(l.pair(1_000, 1)));
+        assert_eq!(one(&s, &mut env), Ok(l.pair(1_001, 1)));
         assert!(!s.careful.load(Ordering::Relaxed));
-        assert_eq!(one(&s, &mut env), Ok(l.pair(1_000, 2)));
+        assert_eq!(one(&s, &mut env), Ok(l.pair(1_001, 2)));
     }
 
     #[test]
@@ -1021,6 +1031,7 @@ mod tests {
         fn extend_lease(
             &mut self,
             state: &SharedState,
+            _from_ms: u64,
             until_ms: u64,
         ) -> Result<(), GenerateError> {
             state.lease_until_ms.fetch_max(
@@ -1177,6 +1188,187 @@ mod tests {
         assert!(
             s.pair.load(Ordering::Relaxed) <= word + 1,
             "one pair wasted at most"
+        );
+    }
+
+    /// The registry's view in a scripted run: a grant (IDs with a time in
+    /// `(floor, until]`) that the lease may not pass, and a claim made
+    /// again that the registry worker carries out while a call sleeps.
+    struct Registry<'a> {
+        script: Script,
+        state: &'a SharedState,
+        floor_ms: i64,
+        until_ms: u64,
+        /// At the next sleep: the worker's claim made again, with this floor
+        /// and grant (it raises the pair above the floor first).
+        claim_during_sleep: Option<(i64, u64)>,
+    }
+
+    impl Environment for Registry<'_> {
+        fn now_ms(&mut self) -> i64 {
+            self.script.now_ms()
+        }
+        fn sleep_ms(&mut self, ms: u64) -> u64 {
+            if let Some((floor_ms, until_ms)) = self.claim_during_sleep.take() {
+                let l = self.script.layout;
+                self.state
+                    .pair
+                    .fetch_max(l.pair(floor_ms as u64 + 1, 0) - 1, Ordering::AcqRel);
+                self.floor_ms = floor_ms;
+                self.until_ms = until_ms;
+            }
+            self.script.sleep_ms(ms)
+        }
+        fn extend_lease(
+            &mut self,
+            state: &SharedState,
+            from_ms: u64,
+            until_ms: u64,
+        ) -> Result<(), GenerateError> {
+            super::super::registry::range_within_grant(
+                from_ms,
+                until_ms,
+                self.floor_ms,
+                self.until_ms,
+            )?;
+            let target = lease_target(state, &self.script.layout, until_ms).min(self.until_ms);
+            state.lease_until_ms.fetch_max(target, Ordering::AcqRel);
+            Ok(())
+        }
+        fn clock_stepped_back(&mut self, step_ms: u64) {
+            self.script.clock_stepped_back(step_ms);
+        }
+    }
+
+    #[test]
+    fn a_claim_made_again_during_a_wait_issues_nothing_below_its_floor() {
+        // The grant ended at 10_000 and the pair used it up; a call borrows
+        // 10_001, 11 ms ahead of the clock, and sleeps toward the 5 ms
+        // limit. Meanwhile the registry worker claims the node id again:
+        // another server held it in between, so the new floor is 10_050.
+        // The call's pair (time 10_001) lies in no grant of this server.
+        let l = IdLayout::default();
+        let s = SharedState::default();
+        s.resume_after_lease(&l, Some(10_000));
+        let mut env = Registry {
+            script: Script::new(9_990),
+            state: &s,
+            floor_ms: -1,
+            until_ms: 10_000,
+            claim_during_sleep: Some((10_050, 20_000)),
+        };
+        let policy = DriftPolicy { max_drift_ms: 5 };
+        let r = issue(&s, &l, policy, 1, &mut env);
+        assert!(!env.script.slept_ms.is_empty(), "the call slept");
+        if let Ok(range) = r {
+            assert!(
+                l.pair_time(range.first_pair) as i64 > env.floor_ms,
+                "issued {} ms, at or below the floor {} of the grant in force",
+                l.pair_time(range.first_pair),
+                env.floor_ms
+            );
+        }
+        // The next call issues above the floor.
+        env.script.at(10_050);
+        let next = issue(&s, &l, policy, 1, &mut env).unwrap();
+        assert!(l.pair_time(next.first_pair) as i64 > 10_050);
+    }
+
+    #[test]
+    fn a_forward_step_that_issues_nothing_leaves_nothing_behind() {
+        // A grant up to 70_000: the clock steps an hour forward, where no
+        // lease can be written (the grant does not reach), and back. The
+        // calls made while it was ahead fail; the calls after the
+        // correction issue at once, as if the step had never been.
+        let l = IdLayout::default();
+        let s = fresh();
+        let mut env = Registry {
+            script: Script::new(10_000),
+            state: &s,
+            floor_ms: -1,
+            until_ms: 70_000,
+            claim_during_sleep: None,
+        };
+        let a = issue(&s, &l, POLICY, 1, &mut env).unwrap();
+        for n in [1, 1, 5] {
+            env.script.at(10_000 + 3_600_000);
+            let r = issue(&s, &l, POLICY, n, &mut env);
+            assert!(matches!(r, Err(GenerateError::Grant(_))), "{r:?}");
+        }
+        assert!(
+            s.last_time_ms(&l) <= 70_000,
+            "the pair stayed within the grant"
+        );
+        for n in [1, 5, 1] {
+            env.script.at(10_020);
+            let r = issue(&s, &l, POLICY, n, &mut env);
+            assert!(r.is_ok(), "after the correction: {r:?}");
+            assert!(r.unwrap().first_pair > a.first_pair);
+        }
+        // The same without a registry, with a lease that cannot be written
+        // during the step.
+        let s = fresh();
+        let mut env = Script::new(10_000);
+        one(&s, &mut env).unwrap();
+        env.fail_lease = true;
+        assert!(one(&s, env.at(10_000 + 3_600_000)).is_err());
+        env.fail_lease = false;
+        assert!(one(&s, env.at(10_020)).is_ok());
+    }
+
+    #[test]
+    fn concurrent_batches_at_the_drift_limit_do_not_fail_single_calls() {
+        // Eight threads issue batches of 300 ms of IDs (two IDs a
+        // millisecond) under a 400 ms limit, a fifth single IDs. Batches
+        // that each checked the pair and then took separately would put the
+        // pair several batches past the limit, and the single calls
+        // would fail as if the clock had stepped back.
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let l = IdLayout::new(10, 1).unwrap();
+        let policy = DriftPolicy { max_drift_ms: 400 };
+        let s = Arc::new(fresh());
+        let done = Arc::new(AtomicBool::new(false));
+        let start = std::time::Instant::now();
+        let batches: Vec<_> = (0..8)
+            .map(|_| {
+                let (s, done) = (s.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut env = Real {
+                        start,
+                        offset: 1_000_000,
+                    };
+                    while !done.load(Ordering::Relaxed) {
+                        issue(&s, &l, policy, 600, &mut env).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut env = Real {
+            start,
+            offset: 1_000_000,
+        };
+        let (mut calls, mut failed) = (0u32, Vec::new());
+        while start.elapsed() < std::time::Duration::from_millis(4_000) {
+            calls += 1;
+            if let Err(e) = issue(&s, &l, policy, 1, &mut env) {
+                failed.push(e);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        done.store(true, Ordering::Relaxed);
+        for h in batches {
+            h.join().unwrap();
+        }
+        assert!(
+            failed.is_empty(),
+            "{} of {calls} single calls failed: {:?}",
+            failed.len(),
+            failed.first()
+        );
+        assert!(
+            s.counters.waits.load(Ordering::Relaxed) > 0,
+            "the batches waited"
         );
     }
 

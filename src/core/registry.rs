@@ -69,6 +69,35 @@ pub enum GrantError {
     /// the registry has not renewed it (down, or the claim was lost).
     #[error("the node id's grant from the registry ends at {until_ms} ms since the epoch and IDs up to {needed_ms} ms are wanted")]
     Exhausted { needed_ms: u64, until_ms: u64 },
+    /// IDs from `from_ms` on were taken under a grant that has ended, and
+    /// the node id was claimed again with a floor at or above them: another
+    /// holder may have issued them in between.
+    #[error("the node id was claimed again with a floor at {floor_ms} ms since the epoch while this call held IDs from {from_ms} ms")]
+    BelowFloor { from_ms: u64, floor_ms: i64 },
+}
+
+/// Whether IDs with times from `from_ms` to `needed_ms` (those beyond the
+/// lease) lie inside the grant in force, `(floor_ms, until_ms]`. A range a
+/// call took before a claim made again may lie between the old grant's end
+/// and the new floor: in no grant of this holder. (The caller reads the
+/// grant's end before its floor, and the claim stores the floor first, so
+/// a new end is never paired with an old floor.)
+pub fn range_within_grant(
+    from_ms: u64,
+    needed_ms: u64,
+    floor_ms: i64,
+    until_ms: u64,
+) -> Result<(), GrantError> {
+    if needed_ms > until_ms {
+        return Err(GrantError::Exhausted {
+            needed_ms,
+            until_ms,
+        });
+    }
+    if (from_ms as i128) <= floor_ms as i128 {
+        return Err(GrantError::BelowFloor { from_ms, floor_ms });
+    }
+    Ok(())
 }
 
 /// What this holder asked the registry for: the bounds every true answer
@@ -260,6 +289,26 @@ mod tests {
         assert_eq!(lease_within_grant(1000, 1200, 1000), Ok(1000));
         assert_eq!(
             lease_within_grant(1001, 1200, 1000),
+            Err(GrantError::Exhausted {
+                needed_ms: 1001,
+                until_ms: 1000
+            })
+        );
+    }
+
+    #[test]
+    fn a_range_must_lie_inside_the_grant_in_force() {
+        assert_eq!(range_within_grant(101, 200, 100, 1000), Ok(()));
+        assert_eq!(range_within_grant(0, 1000, -1, 1000), Ok(()));
+        assert_eq!(
+            range_within_grant(100, 200, 100, 1000),
+            Err(GrantError::BelowFloor {
+                from_ms: 100,
+                floor_ms: 100
+            })
+        );
+        assert_eq!(
+            range_within_grant(101, 1001, 100, 1000),
             Err(GrantError::Exhausted {
                 needed_ms: 1001,
                 until_ms: 1000

@@ -217,10 +217,12 @@ pub fn first_id_above(value: Option<i64>, apply: bool) -> i64 {
             let floor = layout.pair(ms, layout.max_sequence());
             if apply && floor > last {
                 if shared.generator.lease_until_ms.load(Ordering::Acquire) < ms {
-                    shared.extend_lease(config, ms).unwrap_or_else(|e| match e {
-                        GenerateError::Grant(e) => raise(registry::grant_ended(e, config)),
-                        e => raise(e),
-                    });
+                    shared
+                        .extend_lease(config, ms, ms)
+                        .unwrap_or_else(|e| match e {
+                            GenerateError::Grant(e) => raise(registry::grant_ended(e, config)),
+                            e => raise(e),
+                        });
                 }
                 shared.generator.pair.fetch_max(floor, Ordering::AcqRel);
             }
@@ -307,8 +309,13 @@ impl Environment for ServerEnv<'_> {
         start.elapsed().as_micros() as u64
     }
 
-    fn extend_lease(&mut self, _state: &SharedState, until_ms: u64) -> Result<(), GenerateError> {
-        self.shared.extend_lease(self.config, until_ms)
+    fn extend_lease(
+        &mut self,
+        _state: &SharedState,
+        from_ms: u64,
+        until_ms: u64,
+    ) -> Result<(), GenerateError> {
+        self.shared.extend_lease(self.config, from_ms, until_ms)
     }
 
     /// Counted locally, see [`issued::flush`].

@@ -124,6 +124,10 @@ pub enum Error {
     RegistryWaitingForFloor { message: String },
     /// Registry mode (a WARNING): the registry connection is not verified.
     RegistryUnverified { registry: String },
+    /// Registry mode: the node id was claimed again (with a floor above
+    /// the grant that ended) while this call held IDs taken before; they
+    /// lie in no grant of this server and are not issued.
+    RegistryClaimedAgain { floor: String },
     /// Registry mode: the grant ended without a renewal.
     RegistryGrantEnded {
         registry: String,
@@ -390,6 +394,11 @@ impl Error {
                 Code::ERRCODE_CONNECTION_EXCEPTION,
                 format!("the connection to the registry ({registry}) is not verified: anyone on its network path could answer in the registry's name"),
                 "Connect with sslmode=verify-full, with sslrootcert naming the authority that signed the registry's certificate, or through a Unix-domain socket (docs/registry.md, \"What the servers trust\"). snowflake_stats().registry_connection shows the connection's trust.",
+            ),
+            E::RegistryClaimedAgain { floor } => report(
+                Code::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                format!("the node id was claimed again from the registry while this call held IDs taken under the grant that had ended; they lie below the new claim's floor ({floor}), where another server may have issued, and were not issued"),
+                "Retry the statement: IDs are issued above the new floor from now on.",
             ),
             E::RegistryGrantEnded {
                 registry,

@@ -29,15 +29,23 @@ const WORKER_ABSENT_LIMIT_S: u32 = 15;
 
 impl Shared {
     /// Extends the lease so that IDs up to `until_ms` are covered: the
-    /// backend's way, called by the generator when a range needs more.
-    /// Without `lease_sync` the backend writes the lease itself, under the
-    /// lock (a caller that waited finds the work done); with it, it asks the
-    /// lease worker and waits.
-    pub fn extend_lease(&self, config: &Config, until_ms: u64) -> Result<(), GenerateError> {
+    /// backend's way, called by the generator when a range needs more (its
+    /// IDs beyond the lease from `from_ms`). Without `lease_sync` the
+    /// backend writes the lease itself, under the lock (a caller that
+    /// waited finds the work done); with it, it asks the lease worker and
+    /// waits.
+    pub fn extend_lease(
+        &self,
+        config: &Config,
+        from_ms: u64,
+        until_ms: u64,
+    ) -> Result<(), GenerateError> {
+        // The registry's fence first: past the grant no lease helps, and
+        // below its floor the range belongs to no grant of this server
+        // (even where another call has extended the lease over it).
+        registry::range_within(from_ms, until_ms)?;
         // (false: lease_sync was turned off during the wait; written as
         // without it.)
-        // The registry's fence first: past the grant no lease helps.
-        registry::lease_within(until_ms, until_ms)?;
         if settings::lease_sync() && self.wait_for_worker_lease(until_ms)? {
             return Ok(());
         }

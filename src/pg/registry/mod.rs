@@ -22,7 +22,7 @@ pub mod status;
 pub mod worker;
 
 use crate::core::config::Config;
-use crate::core::registry::{lease_within_grant, GrantError};
+use crate::core::registry::{lease_within_grant, range_within_grant, GrantError};
 use crate::pg::errors::{raise, Error};
 use crate::pg::lwlock::Lock;
 use crate::pg::message::{message_text, set_message};
@@ -415,6 +415,23 @@ pub fn lease_within(needed_ms: u64, target_ms: u64) -> Result<u64, GrantError> {
     lease_within_grant(needed_ms, target_ms, until)
 }
 
+/// Where a range of IDs is covered: whether the IDs with times from
+/// `from_ms` to `needed_ms` lie inside the grant in force (the caller checks
+/// this before the lease covers them). The grant's end is read before its
+/// floor: a claim stores the floor first, so a new end comes with its floor.
+/// Unchanged without a registry.
+pub fn range_within(from_ms: u64, needed_ms: u64) -> Result<(), GrantError> {
+    if !enabled() {
+        return Ok(());
+    }
+    let Some(state) = state() else {
+        return range_within_grant(from_ms, needed_ms, -1, 0);
+    };
+    let until_ms = state.until_ms();
+    let floor_ms = state.floor_ms.load(Ordering::Acquire);
+    range_within_grant(from_ms, needed_ms, floor_ms, until_ms)
+}
+
 /// The largest lease the generator may use (`u64::MAX` without a registry).
 pub fn lease_ceiling() -> u64 {
     if !enabled() {
@@ -426,7 +443,14 @@ pub fn lease_ceiling() -> u64 {
 /// The error for a grant that ended: the registry's words if a call
 /// failed, and when it ended.
 pub fn grant_ended(e: GrantError, config: &Config) -> Error {
-    let GrantError::Exhausted { until_ms, .. } = e;
+    let until_ms = match e {
+        GrantError::Exhausted { until_ms, .. } => until_ms,
+        GrantError::BelowFloor { floor_ms, .. } => {
+            return Error::RegistryClaimedAgain {
+                floor: crate::pg::clock::timestamp_of(config, floor_ms.max(0) as u64).to_string(),
+            }
+        }
+    };
     let state = state();
     let lost = state.is_some_and(|s| s.phase() == Phase::Lost);
     let message = state.map(|s| s.message()).unwrap_or_default();

@@ -313,12 +313,15 @@ impl ClaimWorker {
                 .pair
                 .fetch_max(layout.pair(first, 0).saturating_sub(1), Ordering::AcqRel);
         }
+        // The floor before the grant's end: a backend checking a range
+        // reads the end first, so a new end comes with its floor (a range
+        // taken before the raise above lies below it).
+        state.floor_ms.store(grant.floor_ms, Ordering::Release);
         state.until_ms.store(grant.until_ms, Ordering::Release);
         shared
             .generator
             .lease_until_ms
             .fetch_min(grant.until_ms, Ordering::AcqRel);
-        state.floor_ms.store(grant.floor_ms, Ordering::Release);
         state.keep_claim(grant.claim_id, self.token_bytes);
         state.claimed_node.store(grant.node_id, Ordering::Release);
         self.grant = Some(grant);
