@@ -319,8 +319,22 @@ BEGIN
         claims_ended := ended;
         RETURN NEXT;
     END LOOP;
-    UPDATE snowflake_registry.incarnation SET fenced_until_unix_ms = greatest(fenced_until_unix_ms,
-        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + 3600000);
+    -- Fleets this registry does not know may have had claims in the lost
+    -- history too (a backup taken before their first claim, or before the
+    -- registry's first claim at all): their first claim starts here. Their
+    -- max_grant_ms is unknown, so the fence reaches as far as any grant
+    -- can (an hour), or as far as the operator says. Recorded even where
+    -- no identity was: the fence must hold whatever the registry knew.
+    INSERT INTO snowflake_registry.incarnation AS i (only_row, system_identifier, timeline, since, fenced_until_unix_ms)
+    SELECT true, me.system_identifier, me.timeline, clock_timestamp(),
+           floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+           + least(coalesce(p_longest_grant_ms, 3600000), 3600000)
+    FROM snowflake_registry.identity() me
+    ON CONFLICT (only_row) DO UPDATE
+        SET fenced_until_unix_ms = greatest(i.fenced_until_unix_ms, EXCLUDED.fenced_until_unix_ms)
+    RETURNING i.fenced_until_unix_ms INTO new_fence;
+    RAISE WARNING 'snowflake_registry: the first claim of a fleet this registry does not know starts after % (%)',
+        to_timestamp(new_fence / 1000.0), p_why;
 END
 $$;
 
@@ -342,14 +356,21 @@ BEGIN
     IF FOUND AND (inc.system_identifier, inc.timeline) = (me.system_identifier, me.timeline) THEN
         RETURN false;
     END IF;
-    -- Changed (or never recorded: a new registry): once, under the row's
-    -- lock.
-    INSERT INTO snowflake_registry.incarnation (only_row, system_identifier, timeline, since)
-    VALUES (true, me.system_identifier, me.timeline, clock_timestamp())
-    ON CONFLICT DO NOTHING;
-    IF FOUND THEN
-        RETURN false;
+    -- Never recorded: installing this script records the identity, so a
+    -- registry without one lost it (its row removed, or its history rolled
+    -- back past the install): it cannot tell what it granted, so it fences
+    -- (once: a concurrent call waits for this insert, then finds the row).
+    IF NOT FOUND THEN
+        INSERT INTO snowflake_registry.incarnation (only_row, system_identifier, timeline, since)
+        VALUES (true, me.system_identifier, me.timeline, clock_timestamp())
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            PERFORM snowflake_registry.fence(
+                'the registry had no identity recorded (snowflake_registry.incarnation was empty): it may have lost claims');
+            RETURN true;
+        END IF;
     END IF;
+    -- Changed: once, under the row's lock.
     SELECT * INTO STRICT inc FROM snowflake_registry.incarnation FOR UPDATE;
     IF (inc.system_identifier, inc.timeline) = (me.system_identifier, me.timeline) THEN
         RETURN false;
@@ -917,12 +938,14 @@ BEGIN
 END
 $$;
 
--- An upgraded registry (it has claims, and no identity recorded yet)
--- records its identity now; a new one at its first claim, so that data
--- loaded into it later (a pg_dump) brings its own identity and fences.
+-- The registry's identity, recorded at install (and at an upgrade from a
+-- script that recorded it only at the first claim): a backup taken from
+-- now on carries it, so that a restore with recovery (a new timeline) is
+-- noticed even when the backup predates every claim. (Moving a registry
+-- with pg_dump: restore the whole dump into an empty database, which
+-- brings the old identity along and so fences; or fence by hand.)
 INSERT INTO snowflake_registry.incarnation (only_row, system_identifier, timeline, since)
 SELECT true, i.system_identifier, i.timeline, clock_timestamp() FROM snowflake_registry.identity() i
-WHERE EXISTS (SELECT FROM snowflake_registry.node_ids)
 ON CONFLICT DO NOTHING;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;
