@@ -486,6 +486,10 @@ mod tests {
         /// A holder whose claim is lost claims its node id again by itself
         /// (the server's side: the registry worker).
         claims_again: bool,
+        /// The fence also reaches a fleet the restored registry does not
+        /// know (a backup taken before its first claim): its first claim
+        /// starts above it (`incarnation.fenced_until_unix_ms`).
+        fence_reaches_unknown_fleets: bool,
     }
 
     const RULES: Rules = Rules {
@@ -493,6 +497,7 @@ mod tests {
         resume_checks_grant_end: true,
         takes_live_claims_of_same_identity: false,
         claims_again: true,
+        fence_reaches_unknown_fleets: true,
     };
 
     /// The registry's rules (claim, renew, release, the fence after a
@@ -505,6 +510,12 @@ mod tests {
         max_grant_ms: u64,
         /// Every floor is at least this (the fence after a restore).
         fence_ms: i64,
+        /// Whether the fleet exists in the registry (its first claim made
+        /// it; a backup taken before that knows no fleet).
+        known: bool,
+        /// The fence for a fleet the registry does not know: its first
+        /// claim starts above it.
+        fenced_until: i64,
         rules: Rules,
     }
 
@@ -535,6 +546,11 @@ mod tests {
             holder_now: i64,
             grant_ms: u64,
         ) -> Result<Grant, Refused> {
+            if !self.known {
+                // The fleet's first claim: above the last fence.
+                self.known = true;
+                self.fence_ms = self.fence_ms.max(self.fenced_until);
+            }
             let chosen = match wanted {
                 Some(n) => {
                     if let Some(r) = self.rows.get(&n) {
@@ -632,7 +648,15 @@ mod tests {
         /// max_grant_ms, so every later floor starts there, and every claim
         /// it still knows ends (a lost history may have passed it on).
         fn fence(&mut self, now: i64) {
-            self.fence_ms = self.fence_ms.max(now + self.max_grant_ms as i64);
+            let reach = now + self.max_grant_ms as i64;
+            if self.rules.fence_reaches_unknown_fleets {
+                self.fenced_until = self.fenced_until.max(reach);
+            }
+            if !self.known {
+                // (The SQL's loop over the fleets it knows.)
+                return;
+            }
+            self.fence_ms = self.fence_ms.max(reach);
             for r in self.rows.values_mut() {
                 if !r.released {
                     r.released = true;
@@ -1075,6 +1099,8 @@ mod tests {
             nodes: 4,
             max_grant_ms: 3_600_000,
             fence_ms: -1,
+            known: false,
+            fenced_until: -1,
             rules: RULES,
         }
     }
@@ -1105,6 +1131,25 @@ mod tests {
             5_000,
             Rules {
                 fence: false,
+                ..RULES
+            },
+        );
+        assert!(
+            without
+                .as_ref()
+                .is_err_and(|e| e.contains("issued by lifetimes")),
+            "{without:?}"
+        );
+        // The backup was taken before the fleet's first claim: a fence that
+        // reaches only the fleets the registry knows (the script before)
+        // fences nothing, and the IDs repeat.
+        let without = run(
+            &steps,
+            &skews,
+            false,
+            5_000,
+            Rules {
+                fence_reaches_unknown_fleets: false,
                 ..RULES
             },
         );
