@@ -967,8 +967,69 @@ mod tests {
             "{r:?}"
         );
         s.pair.store(l.max_pair() - 5, Ordering::SeqCst);
+        s.careful.store(false, Ordering::SeqCst);
         let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 10, &mut env);
         assert_eq!(r, Err(GenerateError::TooMany { count: 10 }));
+        // The batch that did not fit took nothing: the last five pairs are
+        // still there for a batch that fits (before: wasted).
+        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 5, &mut env).unwrap();
+        assert_eq!(r.last_pair(), l.max_pair());
+    }
+
+    /// Sleeps to a clock set in advance: a clock that steps while a call
+    /// waits at the drift limit.
+    struct JumpWhileAsleep {
+        script: Script,
+        to: i64,
+    }
+
+    impl Environment for JumpWhileAsleep {
+        fn now_ms(&mut self) -> i64 {
+            self.script.now_ms()
+        }
+        fn sleep_ms(&mut self, ms: u64) -> u64 {
+            self.script.sleep_ms(ms);
+            self.script.current = self.to;
+            ms * 1000
+        }
+        fn extend_lease(
+            &mut self,
+            state: &SharedState,
+            from_ms: u64,
+            until_ms: u64,
+        ) -> Result<(), GenerateError> {
+            self.script.extend_lease(state, from_ms, until_ms)
+        }
+        fn clock_stepped_back(&mut self, step_ms: u64) {
+            self.script.clock_stepped_back(step_ms);
+        }
+    }
+
+    #[test]
+    fn a_batch_whose_clock_passes_the_time_field_while_it_waits_moves_nothing() {
+        // A batch 10 ms ahead of the clock waits for the 5 ms limit; the
+        // clock meanwhile jumps past the end of the time field. The batch
+        // fails, and once the clock is back, issuing goes on (before: the
+        // batch took at the clock past the end, the pair went past the last
+        // one, and every later call failed until a restart).
+        let l = IdLayout::new(0, 28).unwrap(); // 35 time bits
+        let end = l.max_time_ms() as i64;
+        let s = SharedState::default();
+        s.resume_after_lease(&l, None);
+        s.pair.store(l.pair(end as u64 - 10, 0), Ordering::SeqCst);
+        s.lease_until_ms.store(end as u64, Ordering::SeqCst);
+        let mut env = JumpWhileAsleep {
+            script: Script::new(end - 20),
+            to: end + 10,
+        };
+        env.script.layout = l;
+        let policy = DriftPolicy { max_drift_ms: 5 };
+        assert!(issue(&s, &l, policy, 10, &mut env).is_err());
+        assert!(s.pair.load(Ordering::SeqCst) <= l.max_pair());
+        env.script.at(end - 5);
+        let r = issue(&s, &l, policy, 10, &mut env.script).unwrap();
+        assert!(l.pair_time(r.first_pair) as i64 <= end);
+        assert!(issue(&s, &l, policy, 1, &mut env.script).is_ok());
     }
 
     #[test]

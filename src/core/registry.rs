@@ -25,6 +25,7 @@
 //! model of the registry's SQL with skewed clocks, pauses, crashes, copies
 //! and a registry that fails.
 
+use super::layout::IdLayout;
 use thiserror::Error;
 
 /// A renewal is due once a sixth of the grant has passed (the registry's
@@ -241,6 +242,21 @@ pub fn first_ms_above(floor_ms: i64) -> u64 {
     floor_ms.saturating_add(1).max(0) as u64
 }
 
+/// The pair the generator is raised to for a claim with floor `floor_ms`,
+/// so that its next ID lies above the floor: the last pair of the floor's
+/// millisecond, or the layout's last pair when the floor is at the end of
+/// the time field (then no ID can be issued under the node id, and the
+/// generator says the time field is used up). Never a pair of the floor's
+/// own millisecond or below: the previous holder may have issued there.
+pub fn pair_below_floor(layout: &IdLayout, floor_ms: i64) -> u64 {
+    let first = first_ms_above(floor_ms);
+    if first > layout.max_time_ms() {
+        layout.max_pair()
+    } else {
+        layout.pair(first, 0).saturating_sub(1)
+    }
+}
+
 /// How long (ms) a new holder must wait before its first ID, with the clock
 /// at `now_ms` (ms since the epoch): IDs above the floor may run ahead of
 /// the clock by the drift limit, no more. Zero when it may issue now.
@@ -420,6 +436,22 @@ mod tests {
             ..held
         };
         assert_eq!(check_renewal_answer(&long, &a, 50_000), Ok(50_000));
+    }
+
+    #[test]
+    fn the_generator_is_raised_above_the_floor_even_at_the_end_of_the_time_field() {
+        let l = IdLayout::new(0, 28).unwrap(); // 35 time bits
+        let end = l.max_time_ms() as i64;
+        assert_eq!(pair_below_floor(&l, -1), 0);
+        assert_eq!(pair_below_floor(&l, 41), l.pair(42, 0) - 1);
+        assert_eq!(pair_below_floor(&l, end - 1), l.pair(end as u64, 0) - 1);
+        // A floor at the field's last millisecond (the previous holder was
+        // granted up to it): nothing is left, not that millisecond again
+        // (before: raised to the pair before (end, 0), and the next ID
+        // repeated the previous holder's last millisecond).
+        assert_eq!(pair_below_floor(&l, end), l.max_pair());
+        assert!(l.pair_time(pair_below_floor(&l, end)) as i64 >= end);
+        assert_eq!(pair_below_floor(&l, i64::MAX), l.max_pair());
     }
 
     #[test]

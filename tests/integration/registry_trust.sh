@@ -28,7 +28,10 @@
 #    node_ids, which hold the floors, cannot be deleted or truncated.
 # 4. A claim is idempotent per token: the same token again (a retry whose
 #    first answer was lost) gets the same answer, not a takeover of its own
-#    claim with its own grant as the floor.
+#    claim with its own grant as the floor; and a server whose claim's
+#    answer was lost (held past its call timeout) retries with the grant of
+#    its first try, so the answer passes its check after registry_grant was
+#    lowered (before: refused with 08P01, seen in the log).
 # 5. Every argument of the client role's calls is bounded: a renewal
 #    asking for a grant of 9e18 ms (which broke the holders view) and a
 #    claim with a 300-character host are refused.
@@ -193,6 +196,39 @@ auto1=$(registry_sql "SELECT node_id || ' ' || claim_id FROM snowflake_registry.
 auto2=$(registry_sql "SELECT node_id || ' ' || claim_id FROM snowflake_registry.claim('default', $EPOCH, 10, 12, NULL, NULL, '${token}21', 1, 'h', 1, '/d', $now, 3000)")
 [ "$auto1" = "$auto2" ] || fail "an automatic claim retried with its token took another node id: $auto1, then $auto2"
 pass "a claim retried with its token gets the same node id, claim, floor and grant (fixed and automatic)"
+
+# --- 4b. a server retries its claim after registry_grant was lowered: the
+# retry repeats the first call's grant, so the first answer (the same
+# claim) passes the server's check. The first answer is lost: a trigger on
+# the registry holds the claim 6 s, past the server's 5 s call timeout, and
+# the claim commits after the server gave up on it. (Before, the retry
+# asked for the new, shorter grant, the first answer was refused as past
+# what was asked, 08P01, again and again.)
+node_init r "snowflake_id.registry_grant = '20s'"
+psql_on reg >/dev/null <<SQL
+CREATE FUNCTION public.hold_claim() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+    IF NEW.data_directory = '$(cluster_dir r)' THEN PERFORM pg_sleep(6); END IF;
+    RETURN NEW;
+END
+\$\$;
+CREATE TRIGGER hold_claim BEFORE INSERT ON snowflake_registry.grants FOR EACH ROW EXECUTE FUNCTION public.hold_claim();
+SQL
+cluster_start r
+make_table r
+psql_on r -c "ALTER SYSTEM SET snowflake_id.registry_grant = '3s'" -c "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 1 100); do
+  log_has r "no answer within 5 s" && break
+  sleep 0.1
+done
+log_has r "no answer within 5 s" || fail "r's first claim was answered in time: the test shows nothing"
+psql_on reg -c "DROP TRIGGER hold_claim ON snowflake_registry.grants" >/dev/null
+wait_issuing r 20
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE data_directory = '$(cluster_dir r)'")" = 1 ] ||
+  fail "r's retried claim made a second grant"
+! log_has r "cannot be right" || fail "r refused its own claim's first answer: $(grep "cannot be right" "$(cluster_log r)" | tail -1)"
+pass "a claim whose answer was lost, retried after registry_grant was lowered, is the same claim, and the server issues"
+cluster_stop r
 no_duplicates "the end"
 
 # --- 5. every argument bounded

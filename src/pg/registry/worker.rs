@@ -40,7 +40,7 @@ use crate::core::config::Config;
 use crate::core::conninfo::ConnectionTrust;
 use crate::core::instance::write_marker;
 use crate::core::registry::{
-    first_ms_above, jittered_ms, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
+    jittered_ms, pair_below_floor, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
 };
 use crate::pg::bgworker;
 use crate::pg::clock;
@@ -101,6 +101,13 @@ pub struct ClaimWorker {
     /// token is still the claim's (a claim made again gets a new one).
     pub(super) resuming: bool,
     pub(super) failures: u32,
+    /// The token of the last claim sent and the grant it asked for: a
+    /// retry with that token asks for the same grant, whatever
+    /// `registry_grant` says now, since the registry answers it with the
+    /// first call's answer (which it may have committed while that answer
+    /// was lost), and a shorter grant asked would make the server refuse
+    /// its own claim's answer as past what was asked, at every retry.
+    first_asked: Option<([u8; 16], u64)>,
     pub(super) next_call: Instant,
     /// The last failure logged, so each is logged once.
     logged: String,
@@ -126,6 +133,7 @@ impl ClaimWorker {
                 && state()
                     .is_some_and(|s| s.phase() == Phase::Lost && s.reclaim.load(Ordering::Acquire)),
             failures: 0,
+            first_asked: None,
             next_call: Instant::now(),
             logged: String::new(),
         };
@@ -248,6 +256,10 @@ impl ClaimWorker {
         if again.is_some() {
             asked.node_id = again;
         }
+        match self.first_asked {
+            Some((token, grant_ms)) if token == self.token_bytes => asked.grant_ms = grant_ms,
+            _ => self.first_asked = Some((self.token_bytes, asked.grant_ms)),
+        }
         let s = |v: String| Some(v);
         let params = [
             s(fleet.clone()),
@@ -307,11 +319,10 @@ impl ClaimWorker {
             state.node_id.store(NONE, Ordering::Release);
         }
         if grant.floor_ms >= 0 {
-            let first = first_ms_above(grant.floor_ms).min(layout.max_time_ms());
             shared
                 .generator
                 .pair
-                .fetch_max(layout.pair(first, 0).saturating_sub(1), Ordering::AcqRel);
+                .fetch_max(pair_below_floor(layout, grant.floor_ms), Ordering::AcqRel);
         }
         // The floor before the grant's end: a backend checking a range
         // reads the end first, so a new end comes with its floor (a range
