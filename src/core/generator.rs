@@ -571,7 +571,14 @@ fn issue_checked(
         let lease = state.lease_until_ms.load(Ordering::Acquire);
         if end_time > lease {
             let from_ms = layout.pair_time(first).max(lease + 1);
-            env.extend_lease(state, from_ms, end_time)?;
+            match env.extend_lease(state, from_ms, end_time) {
+                // A claim made again raised the pair above its floor since
+                // `last` was read: this call holds nothing, so it starts
+                // over from the raised pair instead of failing.
+                Err(GenerateError::Grant(super::registry::GrantError::BelowFloor { .. }))
+                    if state.pair.load(Ordering::Acquire) != last => {}
+                result => result?,
+            }
             continue;
         }
 
@@ -1263,20 +1270,31 @@ mod tests {
         /// At the next sleep: the worker's claim made again, with this floor
         /// and grant (it raises the pair above the floor first).
         claim_during_sleep: Option<(i64, u64)>,
+        /// The same at the next reading of the clock instead.
+        claim_at_clock_read: Option<(i64, u64)>,
+    }
+
+    impl Registry<'_> {
+        fn claim_again(&mut self, floor_ms: i64, until_ms: u64) {
+            let l = self.script.layout;
+            self.state
+                .pair
+                .fetch_max(l.pair(floor_ms as u64 + 1, 0) - 1, Ordering::AcqRel);
+            self.floor_ms = floor_ms;
+            self.until_ms = until_ms;
+        }
     }
 
     impl Environment for Registry<'_> {
         fn now_ms(&mut self) -> i64 {
+            if let Some((floor_ms, until_ms)) = self.claim_at_clock_read.take() {
+                self.claim_again(floor_ms, until_ms);
+            }
             self.script.now_ms()
         }
         fn sleep_ms(&mut self, ms: u64) -> u64 {
             if let Some((floor_ms, until_ms)) = self.claim_during_sleep.take() {
-                let l = self.script.layout;
-                self.state
-                    .pair
-                    .fetch_max(l.pair(floor_ms as u64 + 1, 0) - 1, Ordering::AcqRel);
-                self.floor_ms = floor_ms;
-                self.until_ms = until_ms;
+                self.claim_again(floor_ms, until_ms);
             }
             self.script.sleep_ms(ms)
         }
@@ -1317,6 +1335,7 @@ mod tests {
             floor_ms: -1,
             until_ms: 10_000,
             claim_during_sleep: Some((10_050, 20_000)),
+            claim_at_clock_read: None,
         };
         let policy = DriftPolicy { max_drift_ms: 5 };
         let r = issue(&s, &l, policy, 1, &mut env);
@@ -1336,6 +1355,29 @@ mod tests {
     }
 
     #[test]
+    fn a_checked_call_across_a_claim_made_again_starts_over_above_the_floor() {
+        // A batch (always checked) reads the pair under the old grant; the
+        // claim made again raises it above the new floor right after (here:
+        // while the batch reads the clock), and the lease check then finds
+        // the batch's range below the floor. The batch held nothing: it
+        // starts over from the raised pair and issues above the floor
+        // instead of failing.
+        let l = IdLayout::default();
+        let s = SharedState::default();
+        s.resume_after_lease(&l, Some(10_000));
+        let mut env = Registry {
+            script: Script::new(10_001),
+            state: &s,
+            floor_ms: -1,
+            until_ms: 10_000,
+            claim_during_sleep: None,
+            claim_at_clock_read: Some((10_003, 20_000)),
+        };
+        let r = issue(&s, &l, POLICY, 3, &mut env).unwrap();
+        assert!(l.pair_time(r.first_pair) as i64 > 10_003);
+    }
+
+    #[test]
     fn a_forward_step_that_issues_nothing_leaves_nothing_behind() {
         // A grant up to 70_000: the clock steps an hour forward, where no
         // lease can be written (the grant does not reach), and back. The
@@ -1349,6 +1391,7 @@ mod tests {
             floor_ms: -1,
             until_ms: 70_000,
             claim_during_sleep: None,
+            claim_at_clock_read: None,
         };
         let a = issue(&s, &l, POLICY, 1, &mut env).unwrap();
         for n in [1, 1, 5] {

@@ -76,7 +76,10 @@ impl Shared {
             let time = self.generator.last_time_ms(&config.layout);
             let requested = self.lease_requested.load(Ordering::Acquire);
             let running_out = active && lease.saturating_sub(time) < LEASE_WINDOW_MS / 2;
-            (running_out || requested > lease).then_some(requested.max(time))
+            // (A call at the time field's end may leave the pair one past
+            // the last, with no ID there: no lease beyond the field.)
+            (running_out || requested > lease)
+                .then_some(requested.max(time).min(config.layout.max_time_ms()))
         };
         if needed().is_none() {
             return Ok(false);

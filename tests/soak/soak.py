@@ -446,6 +446,9 @@ class Fleet:
         # floor, until, port), for the end's check.
         self.lost_grants = []
         self.registry_backup = None
+        # The roles a revoke fault holds revoked now: a registry restored
+        # from a backup taken during one gives the others their grant back.
+        self.revoked = set()
 
     def port(self):
         """A TCP port of 127.0.0.1 that nothing listens on now."""
@@ -855,6 +858,10 @@ class Nemesis:
             if time.monotonic() > deadline:
                 raise Violation(f"the restored registry did not end its recovery: {tail(primary.log)}")
             time.sleep(0.2)
+        # A backup taken while a revoke fault ran holds that revoke, which
+        # no fault undoes any more: grant every role that no revoke holds now.
+        for role in set(fl.roles.values()) - fl.revoked:
+            primary.psql(f"GRANT snowflake_registry_client TO {role}")
         time.sleep(f["duration"])
         shutil.rmtree(standby.dir)
         fl.basebackup(standby.name, primary.name)
@@ -987,10 +994,12 @@ class Nemesis:
         fl = self.fleet
         role = fl.roles.get(f["name"])
         if role:
+            fl.revoked.add(role)
             fl.registry_psql(f"REVOKE snowflake_registry_client FROM {role}")
         time.sleep(f["duration"])
         if role:
             fl.registry_psql(f"GRANT snowflake_registry_client TO {role}")
+            fl.revoked.discard(role)
         return [f["name"]]
 
     def partition(self, f):
