@@ -66,9 +66,10 @@ cluster_init batches "$port" "snowflake_id.node_id = 3" "snowflake_id.sequence_b
 cluster_start batches
 psql_on batches -c "CREATE EXTENSION snowflake_id" >/dev/null
 SECONDS_RUN=15
-# batch_loop N: a session issuing batches of N for SECONDS_RUN seconds;
-# prints the batches issued and failed.
-batch_loop() {
+# calls LABEL CALL PAUSE_S: a session making CALL for SECONDS_RUN seconds,
+# PAUSE_S apart, catching each failure; prints "LABEL <issued> failed
+# <failed> <last error>".
+calls() {
   psql_on batches -At <<SQL
 SET client_min_messages = warning;
 DO \$\$
@@ -76,38 +77,22 @@ DECLARE ok int := 0; bad int := 0; last_error text; stop timestamptz := clock_ti
 BEGIN
   WHILE clock_timestamp() < stop LOOP
     BEGIN
-      PERFORM count(*) FROM snowflake_next_batch($1);
+      PERFORM $2;
       ok := ok + 1;
     EXCEPTION WHEN others THEN
       bad := bad + 1; last_error := SQLSTATE || ' ' || SQLERRM;
     END;
+    PERFORM pg_sleep($3);
   END LOOP;
-  RAISE WARNING 'batches % failed % %', ok, bad, coalesce(last_error, '');
+  RAISE WARNING '$1 % failed % %', ok, bad, coalesce(last_error, '');
 END
 \$\$;
 SQL
 }
 for i in 1 2 3 4; do
-  batch_loop 5000 > "$SF_WORK/batch.$i" 2>&1 &
+  calls batches "count(*) FROM snowflake_next_batch(5000)" 0 > "$SF_WORK/batch.$i" 2>&1 &
 done
-psql_on batches -At > "$SF_WORK/single" 2>&1 <<SQL
-SET client_min_messages = warning;
-DO \$\$
-DECLARE ok int := 0; bad int := 0; last_error text; stop timestamptz := clock_timestamp() + interval '$SECONDS_RUN s';
-BEGIN
-  WHILE clock_timestamp() < stop LOOP
-    BEGIN
-      PERFORM snowflake_next();
-      ok := ok + 1;
-    EXCEPTION WHEN others THEN
-      bad := bad + 1; last_error := SQLSTATE || ' ' || SQLERRM;
-    END;
-    PERFORM pg_sleep(0.01);
-  END LOOP;
-  RAISE WARNING 'singles % failed % %', ok, bad, coalesce(last_error, '');
-END
-\$\$;
-SQL
+calls singles "snowflake_next()" 0.01 > "$SF_WORK/single" 2>&1
 wait
 singles=$(sed -n 's/.*WARNING:  singles \([0-9]*\) failed \([0-9]*\).*/\1 \2/p' "$SF_WORK/single")
 [ -n "$singles" ] || fail "the single calls' session did not report: $(cat "$SF_WORK/single")"

@@ -96,6 +96,14 @@ expect_refusal() {
   [ -z "$4" ] ||
     grep -q "$4" <<<"$out" || fail "$5: the message does not match '$4': $out"
 }
+# wait_primary: until the registry, restored with recovery, has ended it.
+wait_primary() {
+  for _ in $(seq 1 300); do
+    [ "$(sql_value reg "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && return 0
+    sleep 0.1
+  done
+  fail "the restored registry did not end its recovery within 30 s: $(tail -5 "$(cluster_log reg)")"
+}
 registry_sql() {
   psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U fleet_node -d postgres -c "$1"
 }

@@ -64,13 +64,6 @@ writer() {
 id_ms() { echo $(( $1 >> 11 )); }
 id_unix_ms() { echo $(( $(id_ms "$1") + 1735689600000 )); }
 registry_admin() { sql_value reg "$1"; }
-wait_primary() {
-  for _ in $(seq 1 300); do
-    [ "$(sql_value reg "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && return 0
-    sleep 0.1
-  done
-  fail "the restored registry did not end its recovery within 30 s: $(tail -5 "$(cluster_log reg)")"
-}
 
 # --- before the backup: the fleet exists, node id 0 released, 1 held by b
 # (The fleet made with its bound before any claim: lowering it later would

@@ -39,13 +39,6 @@ writer() {
     issue "$name" 200 2>> "$SF_WORK/w.$name.err" || true
   done
 }
-wait_primary() {
-  for _ in $(seq 1 300); do
-    [ "$(sql_value reg "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && return 0
-    sleep 0.1
-  done
-  fail "the restored registry did not end its recovery within 30 s: $(tail -5 "$(cluster_log reg)")"
-}
 
 # --- the backups, before any claim: a copy of the stopped data directory
 # and a base backup (a's own login role made before them)

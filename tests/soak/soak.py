@@ -558,42 +558,34 @@ class Fleet:
         """A base backup of the registry's primary, kept as a directory for
         the next registry_restore fault."""
         path = os.path.join(self.work, "registry.backup")
-        src = self.registry()
-        for attempt in range(5):
-            if os.path.exists(path):
-                shutil.rmtree(path)
-            try:
-                src.as_pg(f"{self.bin}/pg_basebackup", "-h", "127.0.0.1", "-p", str(src.port), "-U", "postgres",
-                          "-D", path, "-X", "stream", "-c", "fast", "--no-sync")
-                break
-            except Violation as e:
-                if attempt == 4:
-                    raise
-                log(f"base backup of the registry failed, again in 2 s: {e}")
-                time.sleep(2)
+        self.pg_basebackup(self.registry(), path, standby=False)
         self.registry_backup = path
 
     def basebackup(self, name, source, conf=(), standby=True):
         c = self.new(name) if name not in self.clusters else self.clusters[name]
         src = self.clusters[source]
-        # A base backup fails now and then while other faults hit the
-        # source (a pause, a clock step, a full set of WAL senders): try
-        # again, as an operator's script would.
-        for attempt in range(5):
-            if os.path.exists(c.dir):
-                shutil.rmtree(c.dir)
-            try:
-                c.as_pg(f"{self.bin}/pg_basebackup", "-h", "127.0.0.1", "-p", str(src.port), "-U", "postgres",
-                        "-D", c.dir, *(["-R"] if standby else []), "-X", "stream", "-c", "fast", "--no-sync")
-                break
-            except Violation as e:
-                if attempt == 4:
-                    raise
-                log(f"base backup of {source} for {name} failed, again in 2 s: {e}")
-                time.sleep(2)
+        self.pg_basebackup(src, c.dir, standby)
         c.relocate(*conf)
         c.faked = src.faked
         return c
+
+    def pg_basebackup(self, src, path, standby):
+        """A base backup of src into path (with -R: a standby's settings).
+        It fails now and then while other faults hit the source (a pause, a
+        clock step, a full set of WAL senders): tried again, as an
+        operator's script would."""
+        for attempt in range(5):
+            if os.path.exists(path):
+                shutil.rmtree(path)
+            try:
+                src.as_pg(f"{self.bin}/pg_basebackup", "-h", "127.0.0.1", "-p", str(src.port), "-U", "postgres",
+                          "-D", path, *(["-R"] if standby else []), "-X", "stream", "-c", "fast", "--no-sync")
+                return
+            except Violation as e:
+                if attempt == 4:
+                    raise
+                log(f"base backup of {src.name} into {os.path.basename(path)} failed, again in 2 s: {e}")
+                time.sleep(2)
 
     def wait_issuing(self, name, seconds):
         c = self.clusters[name]
