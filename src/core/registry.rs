@@ -1124,6 +1124,18 @@ mod tests {
         assert!(again.floor_ms >= a.until_ms as i64);
     }
 
+    /// The fleet under `rules` (one of the registry's rules taken out)
+    /// issues an ID twice: the test sees the rule matter.
+    fn repeats_ids(steps: &[Step], skews: &[i64], fixed: bool, rules: Rules) {
+        let without = run(steps, skews, fixed, 5_000, rules);
+        assert!(
+            without
+                .as_ref()
+                .is_err_and(|e| e.contains("issued by lifetimes")),
+            "{without:?}"
+        );
+    }
+
     fn model_registry() -> ModelRegistry {
         ModelRegistry {
             rows: HashMap::new(),
@@ -1156,40 +1168,26 @@ mod tests {
         // Both auto: 1 gets node 0, which the restored registry never saw.
         let skews = [10_000, 10_000];
         assert!(run(&steps, &skews, false, 5_000, RULES).is_ok());
-        let without = run(
+        repeats_ids(
             &steps,
             &skews,
             false,
-            5_000,
             Rules {
                 fence: false,
                 ..RULES
             },
         );
-        assert!(
-            without
-                .as_ref()
-                .is_err_and(|e| e.contains("issued by lifetimes")),
-            "{without:?}"
-        );
         // The backup was taken before the fleet's first claim: a fence that
         // reaches only the fleets the registry knows (the script before)
         // fences nothing, and the IDs repeat.
-        let without = run(
+        repeats_ids(
             &steps,
             &skews,
             false,
-            5_000,
             Rules {
                 fence_reaches_unknown_fleets: false,
                 ..RULES
             },
-        );
-        assert!(
-            without
-                .as_ref()
-                .is_err_and(|e| e.contains("issued by lifetimes")),
-            "{without:?}"
         );
         // A holder whose claim the backup knew: its renewal is refused
         // after the restore (another server may have taken the id over in
@@ -1300,21 +1298,14 @@ mod tests {
         ];
         let skews = [0, 0, 0, 0, 0];
         assert!(run(&steps, &skews, true, 5_000, RULES).is_ok());
-        let without = run(
+        repeats_ids(
             &steps,
             &skews,
             true,
-            5_000,
             Rules {
                 resume_checks_grant_end: false,
                 ..RULES
             },
-        );
-        assert!(
-            without
-                .as_ref()
-                .is_err_and(|e| e.contains("issued by lifetimes")),
-            "{without:?}"
         );
     }
 
@@ -1343,21 +1334,14 @@ mod tests {
         ];
         let skews = [0, 0, 0, 0, 0];
         assert!(run(&steps, &skews, true, 5_000, RULES).is_ok());
-        let before = run(
+        repeats_ids(
             &steps,
             &skews,
             true,
-            5_000,
             Rules {
                 takes_live_claims_of_same_identity: true,
                 ..RULES
             },
-        );
-        assert!(
-            before
-                .as_ref()
-                .is_err_and(|e| e.contains("issued by lifetimes")),
-            "{before:?}"
         );
         // In the registry's terms: the copy is refused while its original's
         // grant runs, and takes the node id once it has ended.

@@ -554,6 +554,16 @@ class Fleet:
         for s in fleet_servers + ["f1"]:
             self.start_writer(s)
 
+    def rebuild_registry_standby(self, standby, primary):
+        """standby made anew from a base backup of primary, started, and
+        made primary's synchronous standby again."""
+        shutil.rmtree(standby.dir)
+        self.basebackup(standby.name, primary.name)
+        open(os.path.join(standby.dir, "standby.signal"), "w").close()
+        standby.start()
+        primary.conf("synchronous_standby_names = '*'")
+        primary.psql("SELECT pg_reload_conf()")
+
     def backup_registry(self):
         """A base backup of the registry's primary, kept as a directory for
         the next registry_restore fault."""
@@ -855,12 +865,7 @@ class Nemesis:
         for role in set(fl.roles.values()) - fl.revoked:
             primary.psql(f"GRANT snowflake_registry_client TO {role}")
         time.sleep(f["duration"])
-        shutil.rmtree(standby.dir)
-        fl.basebackup(standby.name, primary.name)
-        open(os.path.join(standby.dir, "standby.signal"), "w").close()
-        standby.start()
-        primary.conf("synchronous_standby_names = '*'")
-        primary.psql("SELECT pg_reload_conf()")
+        fl.rebuild_registry_standby(standby, primary)
         fl.backup_registry()
         return self.all_servers()
 
@@ -887,12 +892,7 @@ class Nemesis:
         new.psql("SELECT pg_reload_conf()")
         time.sleep(f["duration"])
         # The old primary comes back as the new one's synchronous standby.
-        shutil.rmtree(old.dir)
-        fl.basebackup(old.name, new.name)
-        open(os.path.join(old.dir, "standby.signal"), "w").close()
-        old.start()
-        new.conf("synchronous_standby_names = '*'")
-        new.psql("SELECT pg_reload_conf()")
+        fl.rebuild_registry_standby(old, new)
         fl.registry_name, fl.standby_name = new.name, old.name
         return self.all_servers()
 
