@@ -1,11 +1,12 @@
 -- snowflake_id 0.2.0 -> 0.3.0 (ALTER EXTENSION snowflake_id UPDATE).
 --
--- snowflake_stats() gains ten columns, after the old ones: when the lease
+-- snowflake_stats() gains eleven columns, after the old ones: when the lease
 -- was last written, whether a backend waits for the lease worker, how many
 -- lease writes failed, whether issuing is held and why, and the node-id
 -- registry's claim (its state, the grant's end, its last failure, how often
--- the registry worker was started again and how often the claim was resumed
--- after a fence). A function's result type cannot change in place,
+-- the registry worker was started again, how often the claim was resumed
+-- after a fence, and how far the registry connection is trusted). A
+-- function's result type cannot change in place,
 -- so it is dropped and created again (a view over it must be dropped
 -- first; the extension creates none). Until this runs, the 0.2.0 function
 -- keeps working with the new library (it calls snowflake_stats_wrapper,
@@ -49,3 +50,62 @@ CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_stats_0_3_wrapper';
+
+-- The IMMUTABLE decoders with the epoch as text, read in UTC unless it names
+-- a zone (as snowflake_id.epoch is): an untyped literal such as '2025-01-01'
+-- resolves to these, and no longer to the timestamptz forms, which read it
+-- in the session's TimeZone. Expressions stored before the upgrade keep the
+-- function they were made with.
+CREATE FUNCTION "snowflake_decode"(
+	"id" bigint,
+	"epoch" TEXT,
+	"node_bits" INT,
+	"sequence_bits" INT
+) RETURNS TABLE (
+	"ts" timestamp with time zone,
+	"node_id" INT,
+	"sequence" INT
+)
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_decode_epoch_text_wrapper';
+
+CREATE FUNCTION "snowflake_timestamp"(
+	"id" bigint,
+	"epoch" TEXT,
+	"node_bits" INT,
+	"sequence_bits" INT
+) RETURNS timestamp with time zone
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_timestamp_epoch_text_wrapper';
+
+CREATE FUNCTION "snowflake_node"(
+	"id" bigint,
+	"epoch" TEXT,
+	"node_bits" INT,
+	"sequence_bits" INT
+) RETURNS INT
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_node_epoch_text_wrapper';
+
+CREATE FUNCTION "snowflake_sequence"(
+	"id" bigint,
+	"epoch" TEXT,
+	"node_bits" INT,
+	"sequence_bits" INT
+) RETURNS INT
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_sequence_epoch_text_wrapper';
+
+CREATE FUNCTION "snowflake_from_timestamp"(
+	"ts" timestamp with time zone,
+	"epoch" TEXT,
+	"node_bits" INT,
+	"sequence_bits" INT
+) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_epoch_text_wrapper';

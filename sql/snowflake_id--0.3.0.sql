@@ -38,7 +38,7 @@ AS 'MODULE_PATHNAME', 'snowflake_convert_column_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:78
+-- src/sql/decode.rs:101
 -- snowflake_id::sql::decode::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint /* i64 */
@@ -53,7 +53,25 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:93
+-- src/sql/decode.rs:135
+-- snowflake_id::sql::decode::snowflake_decode
+CREATE  FUNCTION "snowflake_decode"(
+	"id" bigint, /* i64 */
+	"epoch" TEXT, /* & str */
+	"node_bits" INT, /* i32 */
+	"sequence_bits" INT /* i32 */
+) RETURNS TABLE (
+	"ts" timestamp with time zone,  /* TimestampWithTimeZone */
+	"node_id" INT,  /* i32 */
+	"sequence" INT  /* i32 */
+)
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_decode_epoch_text_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/decode.rs:116
 -- snowflake_id::sql::decode::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
@@ -83,7 +101,7 @@ AS 'MODULE_PATHNAME', 'snowflake_encode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:167
+-- src/sql/decode.rs:240
 -- snowflake_id::sql::decode::snowflake_from_timestamp
 CREATE  FUNCTION "snowflake_from_timestamp"(
 	"ts" timestamp with time zone /* TimestampWithTimeZone */
@@ -94,7 +112,21 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:175
+-- src/sql/decode.rs:261
+-- snowflake_id::sql::decode::snowflake_from_timestamp
+CREATE  FUNCTION "snowflake_from_timestamp"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"epoch" TEXT, /* & str */
+	"node_bits" INT, /* i32 */
+	"sequence_bits" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_epoch_text_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/decode.rs:248
 -- snowflake_id::sql::decode::snowflake_from_timestamp
 CREATE  FUNCTION "snowflake_from_timestamp"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -117,7 +149,7 @@ AS 'MODULE_PATHNAME', 'snowflake_horizon_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:189
+-- src/sql/decode.rs:275
 -- snowflake_id::sql::decode::snowflake_id_span
 CREATE  FUNCTION "snowflake_id_span"(
 	"span" interval /* Interval */
@@ -128,7 +160,7 @@ AS 'MODULE_PATHNAME', 'snowflake_id_span_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:196
+-- src/sql/decode.rs:282
 -- snowflake_id::sql::decode::snowflake_id_span
 CREATE  FUNCTION "snowflake_id_span"(
 	"span" interval, /* Interval */
@@ -163,7 +195,7 @@ AS 'MODULE_PATHNAME', 'snowflake_next_batch_array_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:130
+-- src/sql/decode.rs:185
 -- snowflake_id::sql::decode::snowflake_node
 CREATE  FUNCTION "snowflake_node"(
 	"id" bigint /* i64 */
@@ -174,7 +206,21 @@ AS 'MODULE_PATHNAME', 'snowflake_node_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:137
+-- src/sql/decode.rs:203
+-- snowflake_id::sql::decode::snowflake_node
+CREATE  FUNCTION "snowflake_node"(
+	"id" bigint, /* i64 */
+	"epoch" TEXT, /* & str */
+	"node_bits" INT, /* i32 */
+	"sequence_bits" INT /* i32 */
+) RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_node_epoch_text_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/decode.rs:192
 -- snowflake_id::sql::decode::snowflake_node
 CREATE  FUNCTION "snowflake_node"(
 	"id" bigint, /* i64 */
@@ -229,7 +275,7 @@ AS 'MODULE_PATHNAME', 'snowflake_parse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:148
+-- src/sql/decode.rs:209
 -- snowflake_id::sql::decode::snowflake_sequence
 CREATE  FUNCTION "snowflake_sequence"(
 	"id" bigint /* i64 */
@@ -240,7 +286,21 @@ AS 'MODULE_PATHNAME', 'snowflake_sequence_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:155
+-- src/sql/decode.rs:228
+-- snowflake_id::sql::decode::snowflake_sequence
+CREATE  FUNCTION "snowflake_sequence"(
+	"id" bigint, /* i64 */
+	"epoch" TEXT, /* & str */
+	"node_bits" INT, /* i32 */
+	"sequence_bits" INT /* i32 */
+) RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_sequence_epoch_text_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/decode.rs:216
 -- snowflake_id::sql::decode::snowflake_sequence
 CREATE  FUNCTION "snowflake_sequence"(
 	"id" bigint, /* i64 */
@@ -299,7 +359,7 @@ AS 'MODULE_PATHNAME', 'snowflake_stats_0_3_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:111
+-- src/sql/decode.rs:153
 -- snowflake_id::sql::decode::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint /* i64 */
@@ -310,7 +370,21 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:118
+-- src/sql/decode.rs:173
+-- snowflake_id::sql::decode::snowflake_timestamp
+CREATE  FUNCTION "snowflake_timestamp"(
+	"id" bigint, /* i64 */
+	"epoch" TEXT, /* & str */
+	"node_bits" INT, /* i32 */
+	"sequence_bits" INT /* i32 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_timestamp_epoch_text_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/decode.rs:160
 -- snowflake_id::sql::decode::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint, /* i64 */

@@ -16,6 +16,7 @@
 
 use crate::core::config::ConfigError;
 use crate::core::convert::{self, ConvertError};
+use crate::core::epoch::EpochError;
 use crate::core::generator::{GenerateError, MAX_BATCH};
 use crate::core::layout::{CodecError, LayoutError};
 use crate::core::text_forms::{self, TextFormError};
@@ -182,6 +183,9 @@ pub enum Error {
     LayoutArgument(LayoutError),
     /// An infinite epoch passed to a decoder.
     InfiniteEpoch,
+    /// An epoch passed to a decoder as text that is not a timestamp in the
+    /// form of `snowflake_id.epoch`.
+    EpochArgument(EpochError),
     /// `snowflake_id_span` of an interval with months (no fixed length).
     SpanWithMonths { span: String },
     /// `snowflake_id_span` of an interval that is not a positive whole
@@ -261,6 +265,8 @@ pub enum Error {
         name: String,
         value: String,
         place: String,
+        /// What the setting takes: its type and range.
+        expects: &'static str,
     },
     /// The clock stepped back within the drift limit (a WARNING).
     ClockSteppedBack { step_ms: u64, max_drift_ms: u64 },
@@ -313,13 +319,13 @@ impl Error {
             E::NotPreloaded => report(
                 Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 "the library is not loaded through shared_preload_libraries",
-                "Add snowflake_id to shared_preload_libraries in postgresql.conf (for example shared_preload_libraries = 'snowflake_id'), set snowflake_id.node_id, and restart the server.",
+                "Add snowflake_id to the list in shared_preload_libraries in postgresql.conf, keeping the libraries already there (SHOW shared_preload_libraries; for example 'pg_stat_statements,snowflake_id'), give the server a node id (snowflake_id.node_id, or snowflake_id.registry to claim one from a registry), and restart the server.",
             ),
             E::NodeIdUnset { max_node } => report(
                 Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 "snowflake_id.node_id is not set",
                 format!(
-                    "Add snowflake_id.node_id = <n> to postgresql.conf, with n between 0 and {max_node} and different on every server, then restart the server."
+                    "Add snowflake_id.node_id = <n> to postgresql.conf, with n between 0 and {max_node} and different on every server, then restart the server; or let it claim a free node id from a registry (snowflake_id.registry, docs/registry.md)."
                 ),
             ),
             E::ConfigurationChanged { changes } => report_with_detail(
@@ -347,7 +353,7 @@ impl Error {
             E::InRecovery => report(
                 Code::ERRCODE_READ_ONLY_SQL_TRANSACTION,
                 "cannot issue IDs on a server in recovery (a standby)",
-                "Issue IDs on the primary. Decoding works on a standby; after promotion it issues IDs after every lease the old primary wrote to the WAL (README, \"Operations: sharding and replication\").",
+                "Issue IDs on the primary: an INSERT reached a standby, so route writes to the primary (target_session_attrs=read-write in the connection string picks it). Decoding works on a standby; after promotion it issues IDs above every lease the old primary wrote to the WAL (docs/operations.md).",
             ),
             E::Copied(message) => report(
                 Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -393,7 +399,7 @@ impl Error {
             E::RegistryUnverified { registry } => report(
                 Code::ERRCODE_CONNECTION_EXCEPTION,
                 format!("the connection to the registry ({registry}) is not verified: anyone on its network path could answer in the registry's name"),
-                "Connect with sslmode=verify-full, with sslrootcert naming the authority that signed the registry's certificate, or through a Unix-domain socket (docs/registry.md, \"What the servers trust\"). snowflake_stats().registry_connection shows the connection's trust.",
+                "Connect with sslmode=verify-full, with sslrootcert naming the authority that signed the registry's certificate, or through a Unix-domain socket (docs/registry-design.md, \"What the servers trust\"). snowflake_stats().registry_connection shows the connection's trust.",
             ),
             E::RegistryClaimedAgain { floor } => report(
                 Code::ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -425,7 +431,7 @@ impl Error {
             E::ReplayFailed(message) => report(
                 Code::ERRCODE_DATA_CORRUPTED,
                 message,
-                "IDs the old primary issued may be unknown to this server (the server log has the WARNING from recovery). Repair what failed (the data directory must be writable; every server replaying this WAL must run the same snowflake_id version) and restart this server: it is then held (snowflake_id.hold) until a superuser runs SELECT snowflake_accept_configuration(), which starts new IDs snowflake_id.max_clock_drift ahead of the clock.",
+                "IDs the old primary issued may be unknown to this server (the server log has the WARNING from recovery). Repair what failed (the data directory must be writable; every server replaying this WAL must preload a snowflake_id release that reads the primary's lease records: upgrade standbys before their primary, docs/upgrading.md) and restart this server: it is then held (snowflake_id.hold) until a superuser runs SELECT snowflake_accept_configuration(), which starts new IDs snowflake_id.max_clock_drift ahead of the clock.",
             ),
 
             // Raised without the generator at hand: no time to name.
@@ -553,6 +559,11 @@ impl Error {
                 Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
                 "an infinite epoch cannot place IDs in time",
                 "Pass the epoch the IDs were made with (this server's: SELECT epoch FROM snowflake_node_info()).",
+            ),
+            E::EpochArgument(e) => report(
+                Code::ERRCODE_INVALID_DATETIME_FORMAT,
+                format!("the epoch '{}' is not a valid timestamp: {}", e.text, e.reason),
+                "Write the epoch as snowflake_id.epoch is written, read in UTC unless a zone is given: '2025-01-01 00:00:00+00' (this server's: SELECT epoch FROM snowflake_node_info()). For another form, cast it: '...'::timestamptz, read in the session's TimeZone.",
             ),
             E::SpanWithMonths { span } => report(
                 Code::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -690,10 +701,15 @@ impl Error {
                 format!("unknown setting \"{name}\"{place}"),
                 format!("snowflake_id's settings are {names}: correct the name or remove the line. The server does not start on a setting it would ignore, since a node on other settings than its fleet can issue its neighbours' IDs."),
             ),
-            E::SettingValueNotTaken { name, value, place } => report(
+            E::SettingValueNotTaken {
+                name,
+                value,
+                place,
+                expects,
+            } => report(
                 Code::ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("invalid value for \"{name}\": \"{value}\"{place}"),
-                format!("PostgreSQL's WARNING above says what it expects. The server does not start on the default instead of the value given: correct the value of {name} (the README's table of settings gives its type and range)."),
+                format!("{name} takes {expects}. The server does not start on the default instead of the value given: correct the value."),
             ),
             E::ClockSteppedBack {
                 step_ms,

@@ -208,14 +208,30 @@ fn check_given(given: &[Given]) {
             // SAFETY: `var` was found above in that same `variables()` list, non-null
             // and live.
             Some(var) if unsafe { (*var).source } == pg_sys::GucSource::PGC_S_DEFAULT => {
+                let name = name_of(var);
                 errors::stop(Error::SettingValueNotTaken {
-                    name: name_of(var),
+                    expects: expects(&name),
+                    name,
                     value: g.value.clone(),
                     place: g.place.clone(),
                 })
             }
             Some(_) => {}
         }
+    }
+}
+
+/// What a setting takes, for the message about a value it did not take
+/// (only the integer, duration and boolean settings can refuse one).
+fn expects(name: &str) -> &'static str {
+    match name.to_ascii_lowercase().as_str() {
+        "snowflake_id.node_id" => "an integer from 0 to 2^node_bits - 1 (0 .. 1023 with the default 10 node bits), different on every server",
+        "snowflake_id.node_bits" => "an integer from 0 to 27 (node_bits + sequence_bits at most 28)",
+        "snowflake_id.sequence_bits" => "an integer from 1 to 28 (node_bits + sequence_bits at most 28)",
+        "snowflake_id.max_clock_drift" => "a duration from 0, such as '5s' or '500ms' (milliseconds without a unit)",
+        "snowflake_id.lease_sync" => "a boolean: on or off",
+        "snowflake_id.registry_grant" => "a duration from 1s to 1h, such as '30s' (milliseconds without a unit)",
+        _ => "a string",
     }
 }
 

@@ -11,9 +11,20 @@
 //! `node_bits`, `sequence_bits`) depend on nothing else, so they are
 //! IMMUTABLE: generated columns, expression and partial indexes, check
 //! constraints and plan-time partition pruning accept them.
+//!
+//! The IMMUTABLE forms take the epoch as `timestamptz` or as `text`. A
+//! `timestamptz` literal without a zone is read in the session's
+//! `TimeZone` when the statement runs, so `'2025-01-01'` in a session in
+//! New York is five hours off the setting's epoch, and a generated column
+//! made there stores every time five hours off, with no error. The `text`
+//! form reads the epoch as `snowflake_id.epoch` is read: UTC unless a zone
+//! is given. PostgreSQL resolves an untyped literal to the `text` form (a
+//! string argument prefers the string category), so the natural spelling,
+//! `snowflake_timestamp(id, '2025-01-01', 10, 12)`, is the safe one; a
+//! value of type `timestamptz` (a column, a cast) takes the other form.
 
 use crate::core::config::Config;
-use crate::core::epoch::UNIX_TO_POSTGRES_MS;
+use crate::core::epoch::{parse_epoch, UNIX_TO_POSTGRES_MS};
 use crate::core::layout::{IdLayout, IdParts};
 use crate::pg::backend::ready;
 use crate::pg::clock::timestamp_of;
@@ -37,6 +48,18 @@ fn given(epoch: TimestampWithTimeZone, node_bits: i32, sequence_bits: i32) -> Co
         layout,
         node_id: None,
         epoch_unix_ms: unix_ms_of(epoch),
+    }
+}
+
+/// [`given`] with the epoch as text, parsed as `snowflake_id.epoch` is:
+/// UTC unless the text names a zone, whatever the session's `TimeZone`.
+fn given_text(epoch: &str, node_bits: i32, sequence_bits: i32) -> Config {
+    let layout = given_layout(node_bits, sequence_bits);
+    let epoch_unix_ms = parse_epoch(epoch).unwrap_or_else(|e| raise(Error::EpochArgument(e)));
+    Config {
+        layout,
+        node_id: None,
+        epoch_unix_ms,
     }
 }
 
@@ -107,6 +130,25 @@ fn snowflake_decode_given(
     decoded(&given(epoch, node_bits, sequence_bits), id)
 }
 
+/// `snowflake_decode` with the layout given, the epoch as text read in UTC
+/// unless it names a zone (IMMUTABLE).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_decode")]
+fn snowflake_decode_epoch_text(
+    id: i64,
+    epoch: &str,
+    node_bits: i32,
+    sequence_bits: i32,
+) -> TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(node_id, i32),
+        name!(sequence, i32),
+    ),
+> {
+    decoded(&given_text(epoch, node_bits, sequence_bits), id)
+}
+
 /// The time an ID was issued (millisecond precision).
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
@@ -123,6 +165,19 @@ fn snowflake_timestamp_given(
     sequence_bits: i32,
 ) -> TimestampWithTimeZone {
     let config = given(epoch, node_bits, sequence_bits);
+    timestamp_of(&config, decode(&config, id).time_ms)
+}
+
+/// `snowflake_timestamp` with the layout given, the epoch as text
+/// (IMMUTABLE).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_timestamp")]
+fn snowflake_timestamp_epoch_text(
+    id: i64,
+    epoch: &str,
+    node_bits: i32,
+    sequence_bits: i32,
+) -> TimestampWithTimeZone {
+    let config = given_text(epoch, node_bits, sequence_bits);
     timestamp_of(&config, decode(&config, id).time_ms)
 }
 
@@ -144,6 +199,12 @@ fn snowflake_node_given(
     decode(&given(epoch, node_bits, sequence_bits), id).node as i32
 }
 
+/// `snowflake_node` with the layout given, the epoch as text (IMMUTABLE).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_node")]
+fn snowflake_node_epoch_text(id: i64, epoch: &str, node_bits: i32, sequence_bits: i32) -> i32 {
+    decode(&given_text(epoch, node_bits, sequence_bits), id).node as i32
+}
+
 /// The sequence of an ID within its millisecond.
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_sequence(id: i64) -> i32 {
@@ -160,6 +221,13 @@ fn snowflake_sequence_given(
     sequence_bits: i32,
 ) -> i32 {
     decode(&given(epoch, node_bits, sequence_bits), id).sequence as i32
+}
+
+/// `snowflake_sequence` with the layout given, the epoch as text
+/// (IMMUTABLE).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_sequence")]
+fn snowflake_sequence_epoch_text(id: i64, epoch: &str, node_bits: i32, sequence_bits: i32) -> i32 {
+    decode(&given_text(epoch, node_bits, sequence_bits), id).sequence as i32
 }
 
 /// The smallest ID any node can issue at `ts`: `id >= snowflake_from_timestamp(t)`
@@ -180,6 +248,19 @@ fn snowflake_from_timestamp_given(
     sequence_bits: i32,
 ) -> i64 {
     from_timestamp(&given(epoch, node_bits, sequence_bits), ts)
+}
+
+/// `snowflake_from_timestamp` with the layout given, the epoch as text
+/// (IMMUTABLE). `ts` stays a `timestamptz`: it is the reader's time, read
+/// in the session's `TimeZone` like any other.
+#[pg_extern(immutable, parallel_safe, name = "snowflake_from_timestamp")]
+fn snowflake_from_timestamp_epoch_text(
+    ts: TimestampWithTimeZone,
+    epoch: &str,
+    node_bits: i32,
+    sequence_bits: i32,
+) -> i64 {
+    from_timestamp(&given_text(epoch, node_bits, sequence_bits), ts)
 }
 
 /// How many ID values `span` covers with this server's layout: the
@@ -397,6 +478,34 @@ mod tests {
 
     #[pg_test(error = "snowflake_id: an infinite epoch cannot place IDs in time")]
     fn given_epoch_must_be_finite() {
+        Spi::run("SELECT snowflake_decode(1, '-infinity'::timestamptz, 10, 12)").unwrap();
+    }
+
+    #[pg_test]
+    fn an_epoch_literal_is_read_in_utc_whatever_the_session_time_zone() {
+        // The trap the text form closes: a zone-less timestamptz literal is
+        // read in the session's TimeZone, a text one as the setting is.
+        Spi::run("SET TimeZone = 'America/New_York'").unwrap();
+        Spi::run("CREATE TEMP TABLE one_id AS SELECT snowflake_next() AS id").unwrap();
+        assert!(one::<bool>(
+            "SELECT snowflake_timestamp(id, '2025-01-01', 10, 12) = snowflake_timestamp(id)
+                AND snowflake_timestamp(id, '2025-01-01 00:00:00+00', 10, 12) = snowflake_timestamp(id)
+                AND snowflake_timestamp(id, '2025-01-01T05:30+05:30', 10, 12) = snowflake_timestamp(id)
+                AND (SELECT ts FROM snowflake_decode(id, '2025-01-01', 10, 12)) = snowflake_timestamp(id)
+                AND snowflake_node(id, '2025-01-01', 10, 12) = 42
+                AND snowflake_sequence(id, '2025-01-01', 10, 12) = snowflake_sequence(id)
+                AND snowflake_from_timestamp(snowflake_timestamp(id), '2025-01-01', 10, 12)
+                    = snowflake_from_timestamp(snowflake_timestamp(id))
+                AND snowflake_timestamp(id, '2025-01-01'::timestamptz, 10, 12)
+                    = snowflake_timestamp(id) + interval '5 hours'
+             FROM one_id"
+        ));
+    }
+
+    #[pg_test(
+        error = "snowflake_id: the epoch '-infinity' is not a valid timestamp: expected a four-digit year"
+    )]
+    fn an_epoch_text_must_be_written_like_the_setting() {
         Spi::run("SELECT snowflake_decode(1, '-infinity', 10, 12)").unwrap();
     }
 

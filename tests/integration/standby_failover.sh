@@ -56,7 +56,7 @@ out=$(sql_error standby "SELECT snowflake_next()") || fail "snowflake_next() iss
 printf '%s\n' "$out" | sed 's/^/  /'
 [ "$(sqlstate_of "$out")" = 25006 ] || fail "expected SQLSTATE 25006"
 grep -q "cannot issue IDs on a server in recovery" <<<"$out" || fail "the message does not say the server is in recovery"
-grep -q "^HINT:  Issue IDs on the primary" <<<"$out" || fail "no hint"
+grep -q "^HINT:  Issue IDs on the primary: an INSERT reached a standby, so route writes to the primary (target_session_attrs=read-write" <<<"$out" || fail "no hint naming target_session_attrs"
 out=$(sql_error standby "INSERT INTO orders (n) VALUES (0)") || fail "an insert succeeded on a standby"
 pass "on the standby snowflake_next() refuses with 25006 and a hint"
 

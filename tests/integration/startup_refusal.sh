@@ -177,15 +177,15 @@ refuses bad_int "sequence_bits = '14 bits'" \
   "snowflake_id.node_id = 1
 snowflake_id.sequence_bits = '14 bits'" \
   'FATAL: .*invalid value for "snowflake_id.sequence_bits": "14 bits" \(in ".*postgresql.conf" line [0-9]+\)' \
-  'HINT: .*does not start on the default'
+  'HINT: .*does not start on the default' 'HINT: .*snowflake_id.sequence_bits takes an integer from 1 to 28'
 refuses bad_bool "lease_sync = 'maybe'" \
   "snowflake_id.node_id = 1
 snowflake_id.lease_sync = 'maybe'" \
-  'FATAL: .*invalid value for "snowflake_id.lease_sync": "maybe"'
+  'FATAL: .*invalid value for "snowflake_id.lease_sync": "maybe"' 'HINT: .*snowflake_id.lease_sync takes a boolean: on or off'
 refuses bad_unit "max_clock_drift = '5 parsecs'" \
   "snowflake_id.node_id = 1
 snowflake_id.max_clock_drift = '5 parsecs'" \
-  'FATAL: .*invalid value for "snowflake_id.max_clock_drift": "5 parsecs"'
+  'FATAL: .*invalid value for "snowflake_id.max_clock_drift": "5 parsecs"' "HINT: .*snowflake_id.max_clock_drift takes a duration from 0, such as '5s'"
 refuses unknown_name "snowflake_id.sequencebits = 14 (a misspelt name)" \
   "snowflake_id.node_id = 1
 snowflake_id.sequencebits = 14" \
@@ -224,8 +224,8 @@ if cluster_start unset; then
   psql_on unset -c "CREATE EXTENSION snowflake_id" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), x int)"
   expect_error unset "snowflake_next() without node_id" \
     "SELECT snowflake_next()" 'snowflake_id\.node_id'
-  expect_error unset "snowflake_next() without node_id has a hint" \
-    "SELECT snowflake_next()" '^HINT:'
+  expect_error unset "snowflake_next() without node_id has a hint that names the registry too" \
+    "SELECT snowflake_next()" '^HINT: .*0 and 1023 .*claim a free node id from a registry \(snowflake_id\.registry'
   expect_error unset "INSERT using the column default without node_id" \
     "INSERT INTO t (x) VALUES (1)" 'snowflake_id\.node_id'
   expect_error unset "SET of an unknown snowflake_id name (the prefix is reserved)" \
@@ -251,6 +251,8 @@ if cluster_start nopreload; then
       "CREATE EXTENSION snowflake_id" 'shared_preload_libraries' fresh
     expect_error nopreload "snowflake_next() without preloading" \
       "SELECT snowflake_next()" 'shared_preload_libraries'
+    expect_error nopreload "the hint: add to the list, keep what is there, a node id or a registry" \
+      "SELECT snowflake_next()" "^HINT: .*keeping the libraries already there .*'pg_stat_statements,snowflake_id'.*snowflake_id\.registry"
     expect_error nopreload "snowflake_stats() without preloading" \
       "SELECT * FROM snowflake_stats()" 'shared_preload_libraries'
     expect_error nopreload "snowflake_decode() without preloading" \

@@ -56,11 +56,22 @@ SELECT snowflake_id_span('1 day', 8, 14) = snowflake_id_span('1 day', 10, 12) AS
 SELECT snowflake_timestamp(-1, '2025-01-01', 10, 12);
 SELECT snowflake_node(1, '2025-01-01', 28, 1);
 SELECT snowflake_sequence(1, '2025-01-01', 10, 0);
+SELECT snowflake_decode(1, 'infinity'::timestamptz, 10, 12);
+-- An untyped epoch is text, written like snowflake_id.epoch.
 SELECT snowflake_decode(1, 'infinity', 10, 12);
+SELECT snowflake_timestamp(1, 'Jan 1 2025', 10, 12);
 SELECT snowflake_from_timestamp('2024-12-31', '2025-01-01', 10, 12);
 SELECT snowflake_id_span('1 month');
 SELECT snowflake_id_span('0');
 SELECT snowflake_id_span('1 day', -1, 12);
 -- NULL in, NULL out (STRICT).
 SELECT snowflake_timestamp(NULL, '2025-01-01', 10, 12) IS NULL AS strict;
+-- An epoch literal means what snowflake_id.epoch means, whatever the
+-- session's TimeZone; a timestamptz value is read in the session's zone.
+SET TimeZone = 'Asia/Kolkata';
+SELECT snowflake_timestamp(1000::bigint << 22, '2025-01-01', 10, 12) = '2025-01-01 00:00:01+00' AS literal_in_utc,
+       snowflake_timestamp(1000::bigint << 22, '2025-01-01 05:30+05:30', 10, 12) = '2025-01-01 00:00:01+00' AS zone_given,
+       snowflake_from_timestamp('2025-01-01 00:00:01+00', '2025-01-01', 10, 12) = 1000::bigint << 22 AS from_timestamp,
+       snowflake_timestamp(1000::bigint << 22, '2025-01-01'::timestamptz, 10, 12) = '2024-12-31 18:30:01+00' AS cast_in_session_zone;
+SET TimeZone = 'UTC';
 DROP TABLE events;
