@@ -70,6 +70,9 @@ SF_PG_VERSIONS=(15 16 17 18 19)
 # needs (server and libpq headers, PGXS); setup.sh builds Citus into it.
 CITUS_VERSION=14.0.1
 CITUS_PG=18
+# pg_partman 5 goes into 17 (install_partman5); Debian's 15 has 4.7.
+PARTMAN5_VERSION=5.2.4
+PARTMAN5_PG=17
 
 _pg_as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -464,4 +467,25 @@ install_citus() {
     _pg_as_root rm -rf "$build"
     _pg_as_root touch "$("$config" --sharedir)/extension/.citus-$CITUS_VERSION"
   )
+}
+
+# install_partman5 NN: pg_partman PARTMAN5_VERSION's extension (its SQL
+# scripts and control file, from Debian trixie's postgresql-17-partman)
+# into server NN's share directory, unless it is there. pg_partman's
+# functions are PL/pgSQL: its background worker (pg_partman_bgw.so, built
+# for Debian's server) is left out, and the test runs maintenance by hand.
+install_partman5() {
+  local major=$1 config deb unpacked extdir
+  config=$(pg_config_for "$major")
+  [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
+  extdir="$("$config" --sharedir)/extension"
+  grep -qs "^default_version = '$PARTMAN5_VERSION'" "$extdir/pg_partman.control" && return 0
+  deb=$(fetch_source partman5) || return 1
+  unpacked=$(mktemp -d)
+  dpkg-deb -x "$deb" "$unpacked" || { rm -rf "$unpacked"; return 1; }
+  [ -f "$unpacked/usr/share/postgresql/17/extension/pg_partman--$PARTMAN5_VERSION.sql" ] ||
+    { _pg_log "$deb has no pg_partman--$PARTMAN5_VERSION.sql"; rm -rf "$unpacked"; return 1; }
+  _pg_log "installing pg_partman $PARTMAN5_VERSION's SQL into PostgreSQL $major ($extdir)"
+  _pg_as_root cp "$unpacked"/usr/share/postgresql/17/extension/pg_partman* "$extdir/"
+  rm -rf "$unpacked"
 }

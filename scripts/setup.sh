@@ -108,6 +108,10 @@ for v in "${versions[@]}"; do
   if [ $demo -eq 0 ] && [ "$v" = "$CITUS_PG" ] && ! install_citus "$v"; then
     echo "setup: WARNING: Citus $CITUS_VERSION is not installed into PostgreSQL $v: tests/integration/citus.sh will fail" >&2
   fi
+  # pg_partman 5, for the partitioning recipe's test (tests/integration/partman.sh).
+  if [ $demo -eq 0 ] && [ "$v" = "$PARTMAN5_PG" ] && ! install_partman5 "$v"; then
+    echo "setup: WARNING: pg_partman $PARTMAN5_VERSION is not installed into PostgreSQL $v: tests/integration/partman.sh will fail there" >&2
+  fi
 done
 
 # `cargo pgrx init` with every installed server, so that asking for one

@@ -54,6 +54,9 @@ SF_SOURCES=(
   "pg19-client postgresql-client-19_19~rc1-1_amd64.deb 7cebb754d38074365124758cb4383fbb0c529e909f9f64131e984a3cd856e66a deb:experimental:postgresql-client-19=19~rc1-1"
   "pg19-libpq5 libpq5_19~rc1-1_amd64.deb f63b973824479945d1a0796cd9ecb316ef6c845bc769a5e95d9c3b430bc540cb deb:experimental:libpq5=19~rc1-1"
   "pg19-headers postgresql-server-dev-19_19~rc1-1_amd64.deb 8c609673163107800596cbb4ff31581f3bc87d7ef7a87ed97a6c550d9d73918f deb:experimental:postgresql-server-dev-19=19~rc1-1"
+  # pg_partman 5 (SQL only: the extension's scripts and control file) for
+  # the partitioning recipe's test on 17 (Debian 12's packages carry 4.7).
+  "partman5 postgresql-17-partman_5.2.4-1_amd64.deb 893e63e4fc4c4f8cafce7c82b58f18f0df6a53c5ed5b35b0d17111f1e924abb8 deb:trixie:postgresql-17-partman=5.2.4-1"
   # Citus's release source, shipped with the workplace (no network).
   "citus citus-14.0.1.tar.xz 7faf8877103ab67eb642c0b251b0e1da796e9e7c890ee6c82ff08ac8f9e81d83 dir:\${SF_CITUS_SRC:-} dir:\$HERE/../shared/citus dir:/work/shared/citus"
 )

@@ -57,7 +57,7 @@ cd "$ROOT"
 # installed into a clean server, copies of a data directory (the system
 # identifier and binary-upgrade mode), and the read horizon (transaction
 # callbacks, the process array, prepared transactions). (failover_pg_auto_failover
-# and partman run on 15: the packages exist for Debian's 15 only.)
+# runs on 15: the package exists for Debian's 15 only.)
 VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_wal failover_recovery
   dump_restore package_install copies horizon)
 # And on one version each (their own reasons): the settings refusal reads
@@ -67,11 +67,13 @@ VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_
 # other set up with pg_createsubscriber need 17 or later; the node-id
 # registry runs on 15 (all tests) and on 19 with its failover and restore
 # (its copy cases include a pg_createsubscriber conversion on 17 and later:
-# 19 runs it, as 17 did until 19 came);
+# 19 runs it, as 17 did until 19 came); the partitioning recipe runs with
+# Debian's pg_partman 4.7 on 15 (all tests) and with pg_partman 5 on 17
+# (scripts/postgres.sh, PARTMAN5_PG);
 # the Debian package installs with apt into Debian's 15 (all tests) and into
 # the sid root's 19 (scripts/postgres.sh).
 declare -A ONE_VERSION_TESTS=(
-  [17]="logical_two_writers"
+  [17]="logical_two_writers partman"
   [18]="citus citus_registry startup_refusal"
   [19]="registry registry_failover registry_restore deb_package")
 # Of those, the ones 15 cannot run.

@@ -1,4 +1,4 @@
--- examples/partman/events_by_day.sql: a table partitioned by its snowflake
+-- examples/partman/events_by_day_partman4.sql: a table partitioned by its snowflake
 -- ID, one partition per day of IDs, made ahead and dropped after 7 days by
 -- pg_partman 4.7 (ID-based native partitioning), with no timestamp column.
 -- Run in a database with snowflake_id; needs the pg_partman package.

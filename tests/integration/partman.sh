@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Time partitions on the ID itself, with pg_partman (the recipe
-# examples/partman/events_by_day.sql, shown in docs/partitioning.md), on a server whose
-# clock libfaketime moves forward a day at a time:
+# Time partitions on the ID itself, with pg_partman (the recipes shown in
+# docs/partitioning.md: examples/partman/events_by_day.sql for pg_partman 5,
+# events_by_day_partman4.sql for 4.7; the one for the pg_partman installed
+# runs), on a server whose clock libfaketime moves forward a day at a time:
 #   - create_parent makes today's partition and 3 ahead, each exactly one
 #     UTC day of IDs (bounds at multiples of snowflake_id_span('1 day'),
 #     starting at midnight UTC);
@@ -14,25 +15,34 @@
 #     reads one partition: pruned at plan time with the IMMUTABLE form, at
 #     executor start with the STABLE one.
 #
-# Needs Debian's postgresql-15-partman (scripts/setup.sh installs it) and
-# libfaketime. Run from the repository root, with the extension installed:
+# Needs pg_partman: Debian's postgresql-15-partman (4.7) in 15, pg_partman
+# 5.2.4 in 17 (scripts/setup.sh installs both), and libfaketime. The suite
+# runs it on both. Run from the repository root, with the extension installed:
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/partman.sh
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 require_installed_extension
-[ -f "$("$PG_BIN/pg_config" --sharedir)/extension/pg_partman.control" ] ||
-  fail "pg_partman is not installed into $PG_BIN/.. (apt-get install postgresql-$PG_MAJOR-partman; scripts/setup.sh does for 15)"
-RECIPE=examples/partman/events_by_day.sql
-doc_shows_file docs/partitioning.md "$RECIPE" "examples/partman/events_by_day.sql" || fail "docs/partitioning.md does not show $RECIPE as it is"
-pass "docs/partitioning.md shows $RECIPE as it is"
+control="$("$PG_BIN/pg_config" --sharedir)/extension/pg_partman.control"
+[ -f "$control" ] ||
+  fail "pg_partman is not installed into $PG_BIN/.. (scripts/setup.sh installs it into 15 and 17)"
+partman_version=$(sed -nE "s/^default_version = '([0-9.]+)'.*/\1/p" "$control")
+case $partman_version in
+  4.*) RECIPE=examples/partman/events_by_day_partman4.sql ;;
+  5.*) RECIPE=examples/partman/events_by_day.sql ;;
+  *) fail "pg_partman $partman_version: no recipe for it" ;;
+esac
+doc_shows_file docs/partitioning.md "$RECIPE" "$RECIPE" || fail "docs/partitioning.md does not show $RECIPE as it is"
+pass "docs/partitioning.md shows $RECIPE as it is (pg_partman $partman_version)"
 
 faketime_init
 cluster_init pm "$(free_port)" "snowflake_id.node_id = 3"
 cluster_start_faked pm || fail "the server did not start"
 psql_on pm -c "CREATE EXTENSION snowflake_id"
-psql_on pm -o /dev/null -f "$RECIPE"
+# In a session in Kolkata (UTC+5:30): the recipe must not depend on the
+# session's TimeZone (the checks below are in UTC days).
+PGTZ=Asia/Kolkata psql_on pm -o /dev/null -f "$RECIPE"
 span=$(sql_value pm "SELECT snowflake_id_span('1 day')")
 [ "$span" = $((86400000 << 22)) ] || fail "snowflake_id_span('1 day') is $span"
 
