@@ -17,7 +17,7 @@
 #      registry_grant / 6 (5 s with the default 30 s grant), so N / 5
 #      renewals per second, beside the measured rate.
 # Needs scripts/setup.sh (PostgreSQL 15, pgbench). Prints the results; the
-# numbers of a run are in docs/registry.md ("How many servers").
+# numbers of a run are in docs/registry-tests.md ("How many servers one registry carries").
 set -euo pipefail
 BENCH=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$BENCH/.." && pwd)

@@ -1,5 +1,5 @@
 -- snowflake_id registry: fenced node-id leases for fleets of snowflake_id
--- servers (docs/registry.md says how to run it, design.md why it is safe).
+-- servers (docs/registry.md says how to run it, docs/registry-design.md why it is safe).
 --
 -- Plain SQL and PL/pgSQL for PostgreSQL 15 or later, so it runs where the
 -- extension is not installed (a managed service). Install or upgrade, as

@@ -129,6 +129,9 @@ cargo fmt --all -- --check
 step "shell patterns: no early-exit reader under pipefail"
 bash tests/lint/shell_patterns.sh
 
+step "docs against code: reference tables, links, page lengths"
+python3 tests/lint/docs.py
+
 # Clippy with 15's and 19's features (when tested): the version-specific
 # code is cfg'd for 15, for 16 and later, and for 18 and later; 16, 17 and
 # 18 are compiled (and their few own lines checked by the compiler) in

@@ -9,9 +9,10 @@
 //!
 //! One generator serves the whole instance: every backend, database and
 //! table. Its state is a single 64-bit word in shared memory holding the last
-//! issued `(time, sequence)` pair, advanced by compare-and-swap
-//! ([`core::generator`]): no lock, no WAL, no syscall but reading the clock on
-//! the hot path. The pair never decreases, so the IDs of one node are unique
+//! issued `(time, sequence)` pair, advanced by one atomic add per call
+//! (a compare-and-swap only when the clock moved on or the call must be
+//! checked, [`core::generator`]): no lock, no WAL, no syscall but reading
+//! the clock on the hot path. The pair never decreases, so the IDs of one node are unique
 //! and strictly increasing in issue order, whatever the concurrency and
 //! whatever the wall clock does. How far the IDs may run ahead of the wall
 //! clock is bounded (`snowflake_id.max_clock_drift`); a small lease file in

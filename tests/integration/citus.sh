@@ -39,12 +39,12 @@ citus_installed "$PG_BIN/pg_config" ||
   fail "Citus $CITUS_VERSION is not installed into $PG_BIN/.. (scripts/setup.sh --pg 18 builds it from citus-$CITUS_VERSION.tar.xz in ../shared/citus or SF_CITUS_SRC; see its warning)"
 CITUS_TX=${SF_CITUS_TX:-200}
 CITUS=examples/citus
-doc_shows_file docs/sharding.md "$CITUS/coordinator.sql" "examples/citus/coordinator.sql" ||
-  fail "docs/sharding.md does not show $CITUS/coordinator.sql as it is"
-doc_shows_file docs/sharding.md "$CITUS/node_info.sql" "examples/citus/node_info.sql" ||
-  fail "docs/sharding.md does not show $CITUS/node_info.sql as it is"
+doc_shows_file docs/citus.md "$CITUS/coordinator.sql" "examples/citus/coordinator.sql" ||
+  fail "docs/citus.md does not show $CITUS/coordinator.sql as it is"
+doc_shows_file docs/citus.md "$CITUS/node_info.sql" "examples/citus/node_info.sql" ||
+  fail "docs/citus.md does not show $CITUS/node_info.sql as it is"
 docs_recipe_matches check_nodes.sql
-pass "docs/sharding.md shows the Citus recipe files as they are"
+pass "docs/citus.md shows the Citus recipe files as they are"
 
 # shard1 is the coordinator, shard2 and shard3 the workers (the names the
 # shared node-check helpers use); each node's node id is its number.

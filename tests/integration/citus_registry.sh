@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Citus with the node-id registry (docs/registry.md, docs/sharding.md):
+# Citus with the node-id registry (docs/registry.md, docs/citus.md):
 # the coordinator is the registry. registry/
 # snowflake_registry.sql is installed in a database of its own on the
 # coordinator (`registry`, without the citus extension, so Citus neither
@@ -9,7 +9,7 @@
 # the coordinator, a short grant, no snowflake_id.node_id): nothing differs
 # between the nodes but the port and data directory a second server on one
 # host needs. Pins down:
-#   - the coordinator claims its node id from itself (its lease worker
+#   - the coordinator claims its node id from itself (its registry worker
 #     connects to its own server; the claim is retried until the registry,
 #     installed after the server started and after CREATE EXTENSION citus,
 #     answers), and each worker from the coordinator;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Promotion with a registry (docs/registry.md, "Promotion and split brain"):
+# Promotion with a registry (docs/registry-design.md, "Promotion and split brain"):
 # a streaming standby inherits its primary's settings (the registry's
 # connection string, the node id or none) and the node id it held last (the
 # marker in the data directory). At promotion it claims a node id of its own

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Promotion and split brain with a registry (docs/registry.md, "Promotion and
+# Promotion and split brain with a registry (docs/registry-design.md, "Promotion and
 # split brain") under a real HA manager: pg_auto_failover (Debian's
 # postgresql-15-auto-failover, pg_autoctl 2.0), a monitor and two nodes on
 # 127.0.0.1 whose node id comes from the registry's pool

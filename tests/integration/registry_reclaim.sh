@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A registry failover under a writing fleet (docs/registry.md, "When the
-# registry fails over"): the registry has a synchronous streaming standby;
+# A registry failover under a writing fleet (docs/registry-tests.md, "A failover of the
+# registry"): the registry has a synchronous streaming standby;
 # four servers take node ids from it through a connection string that
 # names both (target_session_attrs=read-write) and write all along, with a
 # 12 s grant (renewed every 2 s). The registry's primary is killed and its

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A registry restored from an older backup (docs/registry.md, "A registry
-# restored from a backup"). The restored registry has lost the claims and
+# A registry restored from an older backup (docs/registry.md, "Restoring the
+# registry from a backup"). The restored registry has lost the claims and
 # renewals made after the backup: without a fence, a node id claimed only
 # in the lost history is "never claimed" again, and its next holder starts
 # with no floor, issuing the IDs the lost claim's holder issued.

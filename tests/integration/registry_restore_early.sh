@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A registry restored from a backup taken before its first claim
-# (docs/registry.md, "A registry restored from a backup"): the backup knows
+# (docs/registry.md, "Restoring the registry from a backup"): the backup knows
 # no fleet and no claim, so the fence must reach the fleets it does not know.
 #
 #   1. Restored from a copy of its stopped data directory (nothing to

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The registry's connection string holds no secret, and ordinary users do
-# not learn where the registry is (docs/registry.md, "Who sees the
+# not learn where the registry is (docs/registry-design.md, "Who sees the
 # registry's connection string"):
 #
 # 1. A password in snowflake_id.registry stops the server at start, in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The registry connection's trust (docs/registry.md, "What the servers
+# The registry connection's trust (docs/registry-design.md, "What the servers
 # trust"): a registry with TLS (a certificate for "localhost" from a test
 # authority made here with openssl), and servers of the fleet that reach it
 # in each way:

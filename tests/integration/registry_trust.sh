@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the registry's clients and owner may trust (durable commits, checked
 # answers, fleets made on purpose, floors kept, idempotent claims, bounded
-# arguments; docs/registry.md, "What the servers trust"):
+# arguments; docs/registry-design.md, "What the servers trust"):
 #
 # 1. Durable whatever the registry's synchronous_commit: the client role
 #    runs with synchronous_commit = off (as on a managed service or a busy

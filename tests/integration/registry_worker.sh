@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The background workers come back, and the registry's I/O stays apart
 # from the lease (the registry's worker of its own, which comes back, and
-# the keepalives on its connection; docs/registry.md, "Starting, stopping,
+# the keepalives on its connection; docs/registry-design.md, "Starting, stopping,
 # crashing" and "A highly available registry").
 #
 # The lease worker ("snowflake_id lease") used to claim, renew and release

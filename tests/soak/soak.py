@@ -81,7 +81,7 @@ FIXED_NODE = 7
 
 # How long after a fault is healed each server it touched may go without
 # issuing, in seconds, before the soak calls it a failure: the bounds of
-# docs/registry.md and docs/operations.md for the settings above (grant 3 s,
+# docs/registry-design.md and docs/operations.md for the settings above (grant 3 s,
 # fleet bound 8 s, drift 5 s), plus the time a restart and a connection take.
 BOUNDS_S = {
     "kill_server": 15.0,       # crash recovery, then a claim (or the wait of
@@ -942,7 +942,7 @@ class Nemesis:
             # (its claim, retried, came while the winner's grant had lapsed
             # in a registry outage): the winner's claim is lost, and its
             # registry worker claims the node id again by itself once the
-            # stopped loser's grant has ended (docs/registry.md, "When the
+            # stopped loser's grant has ended (docs/registry-design.md, "When the
             # registry is away"). Its wait after the heal is this fault's.
             f["detail"] += f", taken over by {loser.name} before it stopped: {winner.name} claims it again"
             log(f"{loser.name} took node id {FIXED_NODE} over before it stopped: {winner.name} claims it again by itself")

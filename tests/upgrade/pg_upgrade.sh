@@ -7,7 +7,7 @@
 #   - started without the lease, the upgraded server refuses to issue IDs
 #     (55000, the hint says to copy the file), instead of starting from its
 #     clock as a new server would;
-#   - with the lease copied as docs/operations.md says, but a forgotten
+#   - with the lease copied as docs/upgrading.md says, but a forgotten
 #     snowflake_id.epoch line in the new postgresql.conf, it refuses
 #     (the configuration guard has the old lease to compare with);
 #   - with the settings carried over, it adopts the lease as its own, keeps

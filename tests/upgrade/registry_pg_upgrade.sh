@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A pg_upgrade of the registry's own server under a writing fleet
-# (docs/registry.md, "Resuming after a fence"): the registry runs on the
+# (docs/registry-design.md, "Resuming after a fence"): the registry runs on the
 # older major version; four servers of the fleet (the older version too,
 # with the default 30 s grant) write all along. The registry is stopped,
 # upgraded with pg_upgrade --link to the newer version, and started on the
