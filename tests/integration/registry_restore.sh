@@ -8,7 +8,7 @@
 #   1. Restored with recovery (pg_basebackup, then archive recovery to the
 #      end of its WAL: a new timeline), noticed by the registry itself:
 #      - a server `a` claimed node id 2 after the backup, issued a batch
-#        that runs 12 s ahead of the clock (the fleet has sequence_bits = 1,
+#        that runs 20 s ahead of the clock (the fleet has sequence_bits = 1,
 #        two IDs a millisecond, and `a` a long grant), and crashed (no
 #        release);
 #      - after the restore, server `c`, whose clock is inside `a`'s range of
@@ -42,11 +42,13 @@
 # shellcheck source-path=SCRIPTDIR source=lib_registry.sh
 . "$(dirname "$0")/lib_registry.sh"
 
-MAX_GRANT_MS=20000
+# (A lead of 20 s, so that the restore fits in it on a busy machine: under
+# two busy loops a restore took more than the 12 s it had before.)
+MAX_GRANT_MS=30000
 # Two IDs a millisecond, so a batch runs far ahead of the clock.
 FLEET=("snowflake_id.sequence_bits = 1")
 # A server that runs ahead: a grant and a drift limit that allow it.
-AHEAD=("snowflake_id.registry_grant = '15s'" "snowflake_id.max_clock_drift = '60s'")
+AHEAD=("snowflake_id.registry_grant = '25s'" "snowflake_id.max_clock_drift = '60s'")
 REG_DIR=$(cluster_dir reg)
 
 # writer NAME MS: inserts (recorded) on NAME for MS milliseconds, at about
@@ -85,21 +87,21 @@ timeline_before=$(registry_admin "SELECT timeline FROM snowflake_registry.incarn
   -D "$SF_WORK/reg.backup" -X stream -c fast --no-sync)
 pass "registry backed up (timeline $timeline_before); node ids 0 (released) and 1 (b) claimed"
 
-# --- after the backup: a claims node id 2, issues 12 s ahead, crashes
+# --- after the backup: a claims node id 2, issues 20 s ahead, crashes
+# (c made before: the restore must end within a's lead.)
+node_init c "${FLEET[@]}"
 node_init a "${FLEET[@]}" "${AHEAD[@]}"
 cluster_start a
 make_table a
 [ "$(node_of a)" = 2 ] || fail "a has node id $(node_of a), expected 2"
 writer b 2000 &
 wb=$!
-issue a 24000
+issue a 40000
 wait "$wb"
 a_first=$(sql_value a "SELECT min(id) FROM t")
 a_last=$(sql_value a "SELECT max(id) FROM t")
 a_count=$(sql_value a "SELECT count(*) FROM t")
 cluster_kill9 a
-# (c made now: the restore must end within a's lead.)
-node_init c "${FLEET[@]}"
 pass "a issued $a_count IDs under node id 2 (ID times $(id_ms "$a_first") .. $(id_ms "$a_last")), then crashed"
 
 # --- 1. the registry restored from the backup, with recovery: a new timeline
@@ -114,13 +116,13 @@ wait_primary
 [ "$(registry_admin "SELECT count(*) FROM snowflake_registry.node_ids WHERE node_id = 2")" = 0 ] ||
   fail "the restored registry knows node id 2: the backup was not older than a's claim"
 
-# c's clock is inside a's range of ID times (a ran 12 s ahead): without the
+# c's clock is inside a's range of ID times (a ran 20 s ahead): without the
 # fence its IDs would be a's.
 cluster_start c
 make_table c
 [ "$(now_ms)" -lt "$(id_unix_ms "$a_last")" ] ||
   fail "the restore took longer than a's lead: c's clock is past a's IDs, the test shows nothing"
-wait_issuing c 40
+wait_issuing c 60
 writer c 3000
 no_duplicates "after the restore"
 fence_ms=$(registry_admin "SELECT fence_ms FROM snowflake_registry.fleets")
@@ -166,21 +168,22 @@ rm -rf "$SF_WORK/reg.snapshot"
 cp -a "$REG_DIR" "$SF_WORK/reg.snapshot"
 cluster_start reg
 wait_primary
+# (g and e made before d issues: the restore must end within d's lead.)
+node_init g "${FLEET[@]}"
+node_init e "${FLEET[@]}"
 node_init d "${FLEET[@]}" "${AHEAD[@]}"
 cluster_start d
 make_table d
-issue d 20000
+issue d 40000
 d_node=$(node_of d)
 d_last=$(sql_value d "SELECT max(id) FROM t")
 cluster_kill9 d
 # g claims after the snapshot too, and keeps running through the restore.
-node_init g "${FLEET[@]}"
 cluster_start g
 make_table g
 issue g 100
 g_node=$(node_of g)
 g_before=$(sql_value g "SELECT max(id) FROM t")
-node_init e "${FLEET[@]}"
 cluster_stop reg
 rm -rf "$REG_DIR"
 cp -a "$SF_WORK/reg.snapshot" "$REG_DIR"
@@ -191,7 +194,7 @@ cluster_start e
 [ "$(now_ms)" -lt "$(id_unix_ms "$d_last")" ] ||
   fail "the restore took longer than d's lead: e's clock is past d's IDs, the test shows nothing"
 make_table e
-wait_issuing e 40
+wait_issuing e 60
 writer e 2000
 no_duplicates "after fence_after_restore()"
 [ "$(node_of e)" = "$d_node" ] || fail "e has node id $(node_of e), expected d's $d_node"
@@ -211,7 +214,7 @@ for _ in $(seq 1 300); do
   log_has g "node id $g_node claimed again after its claim ended" && break
   sleep 0.1
 done
-wait_issuing g 40
+wait_issuing g 60
 [ "$(node_of g)" = "$g_node" ] || fail "g issues under node id $(node_of g), not its own $g_node"
 g_after=$(sql_value g "SELECT max(id) FROM t")
 { [ "$g_after" -gt "$g_before" ] && [ "$(id_ms "$g_after")" -gt "$fence2" ]; } ||
