@@ -685,40 +685,34 @@ def code_alerts(tree, problems):
     return out
 
 
-def check_metrics(tree, problems):
-    code = code_metrics(tree, problems)
-    text = tree.read(REFERENCE)
-    rows = doc_tables(text, "metrics", "metric")
+def compare_table(problems, text, anchor, kind, attr, code, source, missing, unknown):
+    """The table under `anchor` (first column `kind`, an `attr` column)
+    against `code` ({name: attr value}, None where `source` gives none)."""
+    rows = doc_tables(text, anchor, kind)
     if rows is None:
-        problems.add(REFERENCE, "no section #metrics")
-    else:
-        doc = {}
-        for row in rows:
-            for name in spans(row["metric"]):
-                doc[name] = row.get("type", "").strip().lower()
-        for name in sorted(set(code) - set(doc)):
-            problems.add(REFERENCE, f"metric {name} ({QUERIES}) is missing from the metrics table")
-        for name in sorted(set(doc) - set(code)):
-            problems.add(REFERENCE, f"metric {name} is in the metrics table but {QUERIES} does not serve it")
-        for name in sorted(set(doc) & set(code)):
-            if doc[name] != code[name]:
-                problems.add(REFERENCE, f"metric {name}: type {doc[name]!r}, {QUERIES} has {code[name]!r}")
-    alerts = code_alerts(tree, problems)
-    rows = doc_tables(text, "alerts", "alert")
-    if rows is None:
-        problems.add(REFERENCE, "no section #alerts")
+        problems.add(REFERENCE, f"no section #{anchor}")
         return
     doc = {}
     for row in rows:
-        for name in spans(row["alert"]):
-            doc[name] = row.get("severity", "").strip().lower()
-    for name in sorted(set(alerts) - set(doc)):
-        problems.add(REFERENCE, f"alert {name} ({ALERTS}) is missing from the alerts table")
-    for name in sorted(set(doc) - set(alerts)):
-        problems.add(REFERENCE, f"alert {name} is in the alerts table but not in {ALERTS}")
-    for name in sorted(set(doc) & set(alerts)):
-        if alerts[name] and doc[name] != alerts[name]:
-            problems.add(REFERENCE, f"alert {name}: severity {doc[name]!r}, {ALERTS} has {alerts[name]!r}")
+        for name in spans(row[kind]):
+            doc[name] = row.get(attr, "").strip().lower()
+    for name in sorted(set(code) - set(doc)):
+        problems.add(REFERENCE, f"{kind} {name} {missing}")
+    for name in sorted(set(doc) - set(code)):
+        problems.add(REFERENCE, f"{kind} {name} {unknown}")
+    for name in sorted(set(doc) & set(code)):
+        if code[name] and doc[name] != code[name]:
+            problems.add(REFERENCE, f"{kind} {name}: {attr} {doc[name]!r}, {source} has {code[name]!r}")
+
+
+def check_metrics(tree, problems):
+    text = tree.read(REFERENCE)
+    compare_table(problems, text, "metrics", "metric", "type", code_metrics(tree, problems), QUERIES,
+                  f"({QUERIES}) is missing from the metrics table",
+                  f"is in the metrics table but {QUERIES} does not serve it")
+    compare_table(problems, text, "alerts", "alert", "severity", code_alerts(tree, problems), ALERTS,
+                  f"({ALERTS}) is missing from the alerts table",
+                  f"is in the alerts table but not in {ALERTS}")
 
 
 # ---------------------------------------------------------------- functions
