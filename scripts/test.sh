@@ -151,7 +151,8 @@ for v in "${versions[@]}"; do case $v in 15 | 19) clippy_versions+=("$v") ;; esa
 # of that version then find fresh (the library and the test binary share
 # their dependencies: Cargo.toml's resolver and build-override). It runs
 # at the lowest CPU priority (nice 19, idle I/O class), so a server or a
-# test that wants the CPU gets it at once; cargo's lock on the target
+# test that wants the CPU gets it at once, until the foreground needs what
+# it builds (raise_background_priority); cargo's lock on the target
 # directory keeps it and a foreground cargo from building at the same
 # time. None of its builds writes the library files that an install
 # copies (target/debug/libsnowflake_id.so; a release build only for 15,
@@ -204,11 +205,24 @@ start_background_compile() {
   background_pid=$!
   set +m
 }
-# Fails the run if the background job failed; with --wait, first waits for
-# it to end.
+# Gives the background job normal priority, once the foreground waits on
+# it (on its result or on cargo's lock, which it holds): at nice 19 beside
+# anything else that wants the CPU (another job on a shared CI machine, two
+# busy loops) it gets a sliver of a core and the whole run waits on it. The
+# whole process group: cargo and the rustc it runs; the rustc it starts
+# later inherit cargo's priority.
+raise_background_priority() {
+  [ -n "$background_pid" ] || return 0
+  renice -n 0 -g "$background_pid" >/dev/null 2>&1 ||
+    echo "test: could not raise the background compile job's priority (renice needs root); it goes on at nice 19" >&2
+  ionice -c 2 -n 4 -P "$background_pid" 2>/dev/null || true
+}
+# Fails the run if the background job failed; with --wait, first raises its
+# priority and waits for it to end.
 check_background_compile() {
   [ -n "$background_pid" ] || return 0
   if [ "${1:-}" = --wait ] || [ -s "$BACKGROUND_RC" ]; then
+    [ "${1:-}" != --wait ] || raise_background_priority
     local rc=0
     wait "$background_pid" || rc=$?
     background_pid=
@@ -314,6 +328,8 @@ run_version() {
     start_background_compile
     if [ "$v" = 15 ]; then integration_tests "$v" "$RELEASE_TESTS"; else integration_tests "$v"; fi
     check_background_compile
+    # cargo pgrx test waits on cargo's lock while the background job builds.
+    raise_background_priority
     pgrx_test "$v" "$pg_config"
     if [ "$v" = 15 ]; then
       install_build "$v" "$pg_config"
