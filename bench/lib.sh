@@ -68,9 +68,16 @@ bench_cluster() {
 CREATE EXTENSION snowflake_id;
 CREATE SEQUENCE seq_plain;               -- what bigserial creates
 CREATE SEQUENCE seq_cache CACHE 100;
+SQL
+  bench_instagram_sql | psql_on bench
+}
+
+# bench_instagram_sql: Instagram's generator (2012), as published: 41 bits
+# of ms since their epoch, 13 bits of shard id, 10 bits of nextval() % 1024;
+# the function insta_next_id() and its sequence insta_seq.
+bench_instagram_sql() {
+  cat <<'SQL'
 CREATE SEQUENCE insta_seq;
--- Instagram's generator (2012), as published: 41 bits of ms since their
--- epoch, 13 bits of shard id, 10 bits of nextval() % 1024.
 CREATE FUNCTION insta_next_id(OUT result bigint) AS $$
 DECLARE
     our_epoch bigint := 1314220021721;

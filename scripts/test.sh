@@ -55,11 +55,13 @@ cd "$ROOT"
 # every kind of WAL replay with the lease records (their WAL calls differ
 # between versions), pg_dump and pg_restore, and the release archive
 # installed into a clean server, copies of a data directory (the system
-# identifier and binary-upgrade mode), and the read horizon (transaction
-# callbacks, the process array, prepared transactions). (failover_pg_auto_failover
+# identifier and binary-upgrade mode), the read horizon (transaction
+# callbacks, the process array, prepared transactions), and the portable
+# edition installed and used without superuser (its concurrency test runs
+# on 15). (failover_pg_auto_failover
 # runs on 15: the package exists for Debian's 15 only.)
 VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_wal failover_recovery
-  dump_restore package_install copies horizon)
+  dump_restore package_install copies horizon portable)
 # And on one version each (their own reasons): the settings refusal reads
 # PostgreSQL's list of settings one way on 15 and another from 16 on, so 15
 # (all tests) and 18 cover both; Citus is built for 18 (scripts/postgres.sh,

@@ -29,7 +29,13 @@ Compares, and prints one line per difference (FILE: what differs):
      `#anchor` must be a heading of the target page (GitHub's anchors:
      lowercase, punctuation but `-` and `_` dropped, spaces to `-`, a
      repeated heading gets `-1`, `-2`; or an explicit `<a name>`/`id`);
-  f. README.md at most 200 lines, every docs/*.md at most 400.
+  f. README.md at most 200 lines, every docs/*.md at most 400;
+  g. the portable edition (portable/snowflake_id_portable.sql): the
+     SQLSTATEs it raises with the table "Raised by the portable edition"
+     (#errors); its functions in the first schema (not snowflake_portable.)
+     with the list of #the-portable-edition, and each of them with the same
+     name, arguments and return type as one of the extension's (it
+     promises the extension's signatures).
 
 Before the tree it tests itself: it runs on the tree with made-up
 mismatches put in (a changed default, context and range, an extra
@@ -57,6 +63,7 @@ REFERENCE = "docs/reference.md"
 SETTINGS_RS = "src/pg/settings.rs"
 ERRORS_RS = "src/pg/errors.rs"
 REGISTRY_SQL = "registry/snowflake_registry.sql"
+PORTABLE_SQL = "portable/snowflake_id_portable.sql"
 QUERIES = "monitoring/queries.yaml"
 ALERTS = "monitoring/alerts.yml"
 
@@ -563,7 +570,6 @@ def code_sqlstates(tree, problems):
     """{SQLSTATE: where} of errors.rs and the registry's SQL."""
     table = errcodes()
     known = {code for code, _ in table.values()}
-    by_cond = {cond: code for code, cond in table.values() if cond}
     src = strip_rust_comments(tree.read(ERRORS_RS))
     ext = {}
     for m in re.finditer(r"\bERRCODE_([A-Z0-9_]+)", src):
@@ -574,20 +580,26 @@ def code_sqlstates(tree, problems):
     for m in re.finditer(r'"([0-9A-Z]{5})"', src):
         if m.group(1) in known and re.search(r"[0-9]", m.group(1)):
             ext[m.group(1)] = ERRORS_RS
-    sql = re.sub(r"--[^\n]*", "", tree.read(REGISTRY_SQL))
-    reg = {}
+    if not ext:
+        problems.add(ERRORS_RS, "no SQLSTATE found: the check reads nothing")
+    return ext, sql_sqlstates(tree, REGISTRY_SQL, problems)
+
+
+def sql_sqlstates(tree, path, problems):
+    """{SQLSTATE: path} that a SQL file raises (ERRCODE = '...')."""
+    by_cond = {cond: code for code, cond in errcodes().values() if cond}
+    sql = re.sub(r"--[^\n]*", "", tree.read(path))
+    out = {}
     for m in re.finditer(r"(?:ERRCODE\s*=\s*|SQLSTATE\s+)'([^']+)'", sql, re.I):
         v = m.group(1)
         code = v if re.fullmatch(r"[0-9A-Z]{5}", v) else by_cond.get(v.lower())
         if code is None:
-            problems.add(REGISTRY_SQL, f"ERRCODE '{v}' is no SQLSTATE or condition name")
+            problems.add(path, f"ERRCODE '{v}' is no SQLSTATE or condition name")
             continue
-        reg[code] = REGISTRY_SQL
-    if not ext:
-        problems.add(ERRORS_RS, "no SQLSTATE found: the check reads nothing")
-    if not reg:
-        problems.add(REGISTRY_SQL, "no ERRCODE found: the check reads nothing")
-    return ext, reg
+        out[code] = path
+    if not out:
+        problems.add(path, "no ERRCODE found: the check reads nothing")
+    return out
 
 
 def row_codes(cell, problems, table):
@@ -609,7 +621,7 @@ def check_sqlstates(tree, problems):
     # The extension's tables (all but PostgreSQL's own and the registry
     # SQL's) against errors.rs alone, so that a code the registry's SQL
     # also raises cannot hide a change in errors.rs.
-    rows = doc_tables(text, "errors", "sqlstate", exclude=("PostgreSQL's own", "registry's SQL"))
+    rows = doc_tables(text, "errors", "sqlstate", exclude=("PostgreSQL's own", "registry's SQL", "portable edition"))
     if rows is None:
         problems.add(REFERENCE, "no section #errors")
         return
@@ -622,17 +634,20 @@ def check_sqlstates(tree, problems):
         problems.add(REFERENCE, f"SQLSTATE {c} ({ERRORS_RS}) is missing from the extension's error tables")
     for c in sorted(doc - set(ext)):
         problems.add(REFERENCE, f"SQLSTATE {c} is in the extension's error tables but {ERRORS_RS} does not raise it")
-    reg_rows = doc_tables(text, "raised-by-the-registrys-sql", "sqlstate")
-    if reg_rows is None:
-        problems.add(REFERENCE, "no section #raised-by-the-registrys-sql")
-    else:
+    for anchor, path, what, codes in (
+            ("raised-by-the-registrys-sql", REGISTRY_SQL, "the registry's SQL", reg),
+            ("raised-by-the-portable-edition", PORTABLE_SQL, "the portable edition", sql_sqlstates(tree, PORTABLE_SQL, problems))):
+        sql_rows = doc_tables(text, anchor, "sqlstate")
+        if sql_rows is None:
+            problems.add(REFERENCE, f"no section #{anchor}")
+            continue
         rdoc = set()
-        for row in reg_rows:
+        for row in sql_rows:
             rdoc |= row_codes(row["sqlstate"], Problems(), table)
-        for c in sorted(set(reg) - rdoc):
-            problems.add(REFERENCE, f"SQLSTATE {c} ({REGISTRY_SQL}) is missing from the table of the registry's SQL")
-        for c in sorted(rdoc - set(reg)):
-            problems.add(REFERENCE, f"SQLSTATE {c} is in the table of the registry's SQL but {REGISTRY_SQL} does not raise it")
+        for c in sorted(set(codes) - rdoc):
+            problems.add(REFERENCE, f"SQLSTATE {c} ({path}) is missing from the table of {what}")
+        for c in sorted(rdoc - set(codes)):
+            problems.add(REFERENCE, f"SQLSTATE {c} is in the table of {what} but {path} does not raise it")
 
 
 # ---------------------------------------------------------------- metrics and alerts
@@ -768,23 +783,35 @@ def install_script(tree):
     return max(scripts, key=version) if scripts else None
 
 
-def code_functions(tree, problems):
-    path = install_script(tree)
+def code_functions(tree, problems, path=None, public_only=False):
+    """{signature: {returns, volatility, parallel}} of the CREATE FUNCTIONs
+    of the newest install script (or of `path`; `public_only`: only those
+    created without a schema). OUT arguments are left out of a signature,
+    as PostgreSQL does."""
+    path = path or install_script(tree)
     if not path:
         problems.add("sql/", "no install script sql/snowflake_id--<version>.sql")
         return None, {}
     sql = re.sub(r"--[^\n]*", "", tree.read(path))
     out = {}
-    for m in re.finditer(r'CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(?:"?\w+"?\.)?"?(\w+)"?\s*\(', sql, re.I):
-        args = balanced(sql, m.end() - 1)
-        rest = sql[m.end() + len(args):]
+    for m in re.finditer(r'CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+("?\w+"?\.)?"?(\w+)"?\s*\(', sql, re.I):
+        if public_only and m.group(1):
+            continue
+        args = ", ".join(a for a in split_top(balanced(sql, m.end() - 1))
+                         if not re.match(r"\s*OUT\s", a, re.I))
+        args_len = len(balanced(sql, m.end() - 1))
+        rest = sql[m.end() + args_len:]
         stop = re.search(r"\bAS\b|;", rest)
         clause = re.sub(r"/\*.*?\*/", "", rest[:stop.start() if stop else len(rest)], flags=re.S)
         rm = re.search(r"RETURNS\s+(SETOF\s+\S+|TABLE\s*\(|[\w\[\] ]+?)\s*(?:\n|STRICT|IMMUTABLE|STABLE|VOLATILE|LANGUAGE|PARALLEL|$)", clause, re.I)
         vol = re.search(r"\b(IMMUTABLE|STABLE|VOLATILE)\b", clause, re.I)
         par = re.search(r"\bPARALLEL\s+(SAFE|UNSAFE|RESTRICTED)\b", clause, re.I)
-        out[signature(m.group(1), args)] = {
-            "returns": norm_type(rm.group(1)) if rm else "?",
+        if re.search(r"RETURNS\s+TABLE\s*\(", clause, re.I):
+            returns = norm_type("TABLE(")
+        else:
+            returns = norm_type(rm.group(1)) if rm else "?"
+        out[signature(m.group(2), args)] = {
+            "returns": returns,
             "volatility": vol.group(1).upper() if vol else "VOLATILE",
             "parallel": par.group(1).upper() if par else "UNSAFE",
         }
@@ -820,6 +847,28 @@ def check_functions(tree, problems):
         ret = spans(row.get("returns", ""))
         if ret and norm_type(ret[0]) != c["returns"]:
             problems.add(REFERENCE, f"function {sig}: returns {ret[0]!r}, {path} has {c['returns']}")
+
+
+def check_portable_functions(tree, problems):
+    """The portable edition's functions: each the extension's namesake
+    (name, arguments, return type), and listed in #the-portable-edition."""
+    _, ext = code_functions(tree, Problems())
+    _, port = code_functions(tree, problems, PORTABLE_SQL, public_only=True)
+    for sig in sorted(set(port) - set(ext)):
+        problems.add(PORTABLE_SQL, f"function {sig} has no namesake among the extension's")
+    for sig in sorted(set(port) & set(ext)):
+        if port[sig]["returns"] != ext[sig]["returns"]:
+            problems.add(PORTABLE_SQL, f"function {sig} returns {port[sig]['returns']}, the extension's {ext[sig]['returns']}")
+    sec = section(tree.read(REFERENCE), "the-portable-edition")
+    if sec is None:
+        problems.add(REFERENCE, "no section #the-portable-edition")
+        return
+    listed = set(re.findall(r"`(snowflake_\w+)\(", "\n".join(sec)))
+    names = {sig.split("(")[0] for sig in port}
+    for n in sorted(names - listed):
+        problems.add(REFERENCE, f"the portable edition's function {n} is not listed in #the-portable-edition")
+    for n in sorted(listed - names):
+        problems.add(REFERENCE, f"#the-portable-edition lists {n}, which {PORTABLE_SQL} does not create")
 
 
 # ---------------------------------------------------------------- links and lengths
@@ -885,7 +934,8 @@ def check_lengths(tree, problems):
 
 # ---------------------------------------------------------------- the run
 
-CHECKS = (check_settings, check_sqlstates, check_metrics, check_functions, check_links, check_lengths)
+CHECKS = (check_settings, check_sqlstates, check_metrics, check_functions, check_portable_functions, check_links,
+          check_lengths)
 
 
 def run(tree):
@@ -947,6 +997,11 @@ def self_test(tree):
              **{REFERENCE: replace_once(reference, r"^(\| `58000` .*)$", r"\1\n| `57014` query_canceled | made up |", "extra documented SQLSTATE")})
         case("a SQLSTATE of the registry changed", "SQLSTATE 53300",
              **{REGISTRY_SQL: replace_once(tree.read(REGISTRY_SQL), r"ERRCODE = '53400'", "ERRCODE = '53300'", "registry SQLSTATE")})
+        case("a SQLSTATE of the portable edition changed", "SQLSTATE 25001",
+             **{PORTABLE_SQL: replace_once(tree.read(PORTABLE_SQL), r"ERRCODE = '25006'", "ERRCODE = '25001'", "portable SQLSTATE")})
+        case("a portable function unlike the extension's", "function snowflake_node(id bigint, epoch text, node_bits bigint",
+             **{PORTABLE_SQL: replace_once(tree.read(PORTABLE_SQL), r"FUNCTION snowflake_node\(id bigint, epoch text, node_bits int",
+                                           "FUNCTION snowflake_node(id bigint, epoch text, node_bits bigint", "portable argument")})
         documented = {n for r in doc_tables(reference, "metrics", "metric") or [] for n in spans(r["metric"])}
         metric = next((n for n in sorted(code_metrics(tree, Problems())) if n in documented), None)
         if metric is None:

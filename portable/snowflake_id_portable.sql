@@ -1,0 +1,719 @@
+-- snowflake_id, portable edition: the same IDs in plain SQL and PL/pgSQL, for
+-- a PostgreSQL where the extension cannot be loaded (a managed service: no
+-- library of one's own, no shared_preload_libraries, no superuser).
+-- docs/portable.md says what it guarantees against the extension, and how.
+--
+-- Install (or upgrade: running it again replaces the functions and keeps
+-- the configuration and the generator's state) as the role that will own
+-- it, any role that may create a schema in the database:
+--
+--   psql "dbname=app user=app_owner" -v ON_ERROR_STOP=1 -f snowflake_id_portable.sql
+--
+-- The functions users call (snowflake_next() and the decoders, with the
+-- extension's names and signatures) go into the first schema of the
+-- search_path (usually public), as CREATE EXTENSION would put them; the
+-- state, which no other role may touch, into the schema snowflake_portable.
+-- Then set the node id once:
+--
+--   UPDATE snowflake_portable.config SET node_id = 7;
+--
+-- # The generator
+--
+-- The extension keeps the pair (time << sequence_bits | sequence) in one
+-- atomic word and takes it with an atomic add. Here the word is the
+-- sequence snowflake_portable.pair: nextval() is that add (its carry into
+-- the time field borrows the next millisecond), it is not rolled back with
+-- the caller's transaction, and it takes no lock a transaction keeps.
+--
+-- Moving the pair up to the clock (after an idle time, or to reserve a
+-- batch) needs setval(), which has no compare-and-swap: a setval() computed
+-- from a value read earlier can move the sequence *back* under values
+-- other sessions took meanwhile, and they would be handed out again. So
+-- every move is a *reserve*, guarded as a seqlock by a second sequence,
+-- snowflake_portable.guard:
+--   * a reserve holds the advisory lock RESERVE_LOCK (one at a time),
+--     makes the guard odd (nextval), takes w := nextval(pair), sets the
+--     pair to base + n, where base >= w and >= the clock, makes the guard
+--     even again (nextval), and releases the lock; base+1 .. base+n are the
+--     reserve's own;
+--   * a call reads the guard (odd: a reserve is under way, wait for the
+--     lock), takes v := nextval(pair), reads the guard again, and throws v
+--     away (a gap, never a duplicate) when the guard changed.
+-- A value a call keeps was taken while the guard did not change, so before
+-- the reserve made it odd, so before the reserve took w: it is below w,
+-- below base + 1, and below every value taken after the setval. A value
+-- taken after the guard went odd is thrown away by its taker, so the setval
+-- may move the pair back under it harmlessly. Two reserves never overlap
+-- (the lock); a reserve that dies half way leaves the guard odd and the
+-- lock free, and the next call that waits for the lock finds it so and
+-- makes it even (the pair is already above every value kept). The lock is
+-- a session lock, held only inside one function, released by an exception
+-- handler on every error or cancel, and by PostgreSQL when the session
+-- ends.
+--
+-- The rules of the extension's generator hold for the values kept: unique,
+-- increasing in issue order (a call that starts after another returned
+-- takes a later value of one sequence); no ID more than max_clock_drift_ms
+-- ahead of the clock (a call ahead of it sleeps, and fails with 58000 when
+-- the clock is already further behind than the limit plus 200 ms: a clock
+-- stepped back); a call reads the pair before it takes, so that failing
+-- calls take nothing (they would push the pair ahead of the clock).
+--
+-- # The lease, restarts, crashes, promotions
+--
+-- The pair and the guard are UNLOGGED sequences: a setval() of a logged
+-- sequence writes WAL and gives the transaction an xid, so its commit
+-- waits for a WAL flush, and a reserve (the first call of each
+-- millisecond) would cost every read-only transaction a flush. They are
+-- reset by a crash and absent on a promoted standby. What must survive is
+-- the lease, a logged sequence: no ID is issued with a time above it, and a
+-- call that would go beyond extends it (by the lease window: 200 ms, or
+-- max_clock_drift_ms when that is smaller, at least 1; one logged setval()
+-- per window of ID time) under the reserve lock before it returns. The WAL is written in order, so the commit of any row holding
+-- an ID flushes the lease record written before that ID: after a crash or
+-- a promotion the lease is at least every committed ID's time.
+--
+-- IDs handed out in a transaction that never committed (a client that
+-- kept an ID its transaction lost) may be above the recovered lease. So
+-- the first call of each session compares pg_postmaster_start_time() with
+-- the one recorded in the sequence snowflake_portable.incarnation; when
+-- they differ (a restart; on a promoted standby, the primary's time came
+-- with the WAL) it reserves past the lease and past every time the
+-- previous incarnation could have issued: its IDs were at most
+-- max_clock_drift_ms ahead of a clock that has not yet passed this call's.
+-- That second bound needs the clock not to have stepped back across the
+-- restart; and with a fixed node id nothing can stop an old primary that
+-- still runs (split brain).
+--
+-- Advisory lock RESERVE_LOCK: pg_advisory_lock(1936617321, 1) ('snow', 1),
+-- per database, like the sequences; an application must not use it.
+
+BEGIN;
+SET LOCAL client_min_messages = warning;
+
+CREATE SCHEMA IF NOT EXISTS snowflake_portable;
+REVOKE ALL ON SCHEMA snowflake_portable FROM PUBLIC;
+GRANT USAGE ON SCHEMA snowflake_portable TO PUBLIC;
+
+-- Parses an epoch the way the extension reads snowflake_id.epoch: UTC
+-- unless the text names a zone (Z, UTC, +HH, +HHMM, +HH:MM), whatever the
+-- session's TimeZone; a whole millisecond. Milliseconds since 1970.
+CREATE OR REPLACE FUNCTION snowflake_portable.parse_epoch(p_epoch text)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m text[];
+    y int; mo int; d int; h int; mi int; s int;
+    frac text; zone_ms bigint := 0;
+    last_day int;
+BEGIN
+    m := regexp_match(p_epoch,
+        '^\s*(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?\s*(?:([Zz]|[Uu][Tt][Cc])|([+-])(\d{2}):?(\d{2})?)?\s*$');
+    IF m IS NULL THEN
+        RAISE EXCEPTION 'snowflake_id: epoch ''%'' is not a valid timestamp', left(p_epoch, 64)
+            USING ERRCODE = '22007',
+                  HINT = 'Write it like ''2025-01-01 00:00:00+00'': YYYY-MM-DD[ HH:MM[:SS[.fff]]], then Z, UTC, +HH or +HH:MM (UTC when no zone is given).';
+    END IF;
+    y := m[1]::int; mo := m[2]::int; d := m[3]::int;
+    h := coalesce(m[4]::int, 0); mi := coalesce(m[5]::int, 0); s := coalesce(m[6]::int, 0);
+    frac := rpad(coalesce(m[7], '0'), 9, '0');
+    IF mo NOT BETWEEN 1 AND 12 THEN
+        RAISE EXCEPTION 'snowflake_id: epoch ''%'' has a month out of range', p_epoch
+            USING ERRCODE = '22007', HINT = 'Write it like ''2025-01-01 00:00:00+00''.';
+    END IF;
+    last_day := extract(day FROM make_date(y, mo, 1) + interval '1 month' - interval '1 day')::int;
+    IF d NOT BETWEEN 1 AND last_day OR h > 23 OR mi > 59 OR s > 59 THEN
+        RAISE EXCEPTION 'snowflake_id: epoch ''%'' has a day or time of day out of range', p_epoch
+            USING ERRCODE = '22007', HINT = 'Write it like ''2025-01-01 00:00:00+00''.';
+    END IF;
+    IF right(frac, 6) <> '000000' THEN
+        RAISE EXCEPTION 'snowflake_id: epoch ''%'' is not a whole millisecond', p_epoch
+            USING ERRCODE = '22007', HINT = 'Give at most three digits of fractional seconds.';
+    END IF;
+    IF m[9] IS NOT NULL THEN
+        IF m[10]::int > 15 OR coalesce(m[11]::int, 0) > 59 THEN
+            RAISE EXCEPTION 'snowflake_id: epoch ''%'' has a zone offset out of range', p_epoch
+                USING ERRCODE = '22007', HINT = 'A zone offset is at most +15:59.';
+        END IF;
+        zone_ms := (m[10]::int * 60 + coalesce(m[11]::int, 0)) * 60000::bigint;
+        IF m[9] = '-' THEN zone_ms := -zone_ms; END IF;
+    END IF;
+    RETURN (make_date(y, mo, d) - date '1970-01-01')::bigint * 86400000
+         + ((h * 60 + mi) * 60 + s) * 1000::bigint + left(frac, 3)::bigint - zone_ms;
+END
+$$;
+
+-- The configuration: one row, set by the owner. The epoch and the layout
+-- cannot change once IDs were issued (IDs would repeat or stop sorting);
+-- the node id can (the owner vouches that no other server issues with the
+-- new one), and so can the drift limit.
+CREATE TABLE IF NOT EXISTS snowflake_portable.config (
+    one bool PRIMARY KEY DEFAULT true CHECK (one),
+    epoch text NOT NULL DEFAULT '2025-01-01 00:00:00+00',
+    epoch_unix_ms bigint NOT NULL DEFAULT 1735689600000,
+    node_bits int NOT NULL DEFAULT 10,
+    sequence_bits int NOT NULL DEFAULT 12,
+    node_id int,
+    max_clock_drift_ms bigint NOT NULL DEFAULT 5000,
+    CONSTRAINT layout CHECK (node_bits BETWEEN 0 AND 27 AND sequence_bits BETWEEN 1 AND 28
+                             AND node_bits + sequence_bits <= 28),
+    CONSTRAINT node_id_in_layout CHECK (node_id BETWEEN 0 AND (1 << node_bits) - 1),
+    CONSTRAINT drift CHECK (max_clock_drift_ms BETWEEN 0 AND 3600000)
+);
+INSERT INTO snowflake_portable.config DEFAULT VALUES ON CONFLICT DO NOTHING;
+REVOKE ALL ON snowflake_portable.config FROM PUBLIC;
+GRANT SELECT ON snowflake_portable.config TO PUBLIC;
+
+-- The generator's state (see the header). CACHE 1: every session must
+-- take from the one shared value. pg_sequence_last_value() reads NULL
+-- from a sequence not yet called (and from an unlogged one after a crash).
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.pair AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.guard AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable.lease AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable.incarnation AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+REVOKE ALL ON SEQUENCE snowflake_portable.pair, snowflake_portable.guard,
+    snowflake_portable.lease, snowflake_portable.incarnation FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION snowflake_portable.check_config()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.node_bits IS NULL OR NEW.sequence_bits IS NULL OR NEW.node_bits NOT BETWEEN 0 AND 27
+       OR NEW.sequence_bits NOT BETWEEN 1 AND 28 OR NEW.node_bits + NEW.sequence_bits > 28 THEN
+        RAISE EXCEPTION 'snowflake_id: node_bits % and sequence_bits % are not a layout', NEW.node_bits, NEW.sequence_bits
+            USING ERRCODE = '22023', HINT = 'node_bits 0 to 27, sequence_bits 1 to 28, together at most 28 (the default: 10 and 12).';
+    END IF;
+    IF NEW.node_id NOT BETWEEN 0 AND (1 << NEW.node_bits) - 1 THEN
+        RAISE EXCEPTION 'snowflake_id: node id % does not fit in % node bits', NEW.node_id, NEW.node_bits
+            USING ERRCODE = '22023', HINT = format('Give a node id from 0 to %s.', (1 << NEW.node_bits) - 1);
+    END IF;
+    IF NEW.max_clock_drift_ms IS NULL OR NEW.max_clock_drift_ms NOT BETWEEN 0 AND 3600000 THEN
+        RAISE EXCEPTION 'snowflake_id: max_clock_drift_ms % is out of range', NEW.max_clock_drift_ms
+            USING ERRCODE = '22023', HINT = 'Give 0 to 3600000 milliseconds (the default: 5000).';
+    END IF;
+    NEW.epoch_unix_ms := snowflake_portable.parse_epoch(NEW.epoch);
+    IF NEW.epoch_unix_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint THEN
+        RAISE EXCEPTION 'snowflake_id: epoch ''%'' is in the future', NEW.epoch
+            USING ERRCODE = '22023', HINT = 'The epoch is time zero of the IDs: a time in the past.';
+    END IF;
+    IF TG_OP = 'UPDATE'
+       AND (NEW.epoch_unix_ms, NEW.node_bits, NEW.sequence_bits)
+           IS DISTINCT FROM (OLD.epoch_unix_ms, OLD.node_bits, OLD.sequence_bits)
+       AND pg_sequence_last_value('snowflake_portable.lease') IS NOT NULL THEN
+        RAISE EXCEPTION 'snowflake_id: the epoch and the layout cannot change once IDs were issued'
+            USING ERRCODE = '55000',
+                  DETAIL = format('They are %s and %s/%s/%s (time/node/sequence bits).', OLD.epoch,
+                                  63 - OLD.node_bits - OLD.sequence_bits, OLD.node_bits, OLD.sequence_bits),
+                  HINT = 'IDs under another epoch or layout would repeat or stop sorting. Change only node_id or max_clock_drift_ms.';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE OR REPLACE TRIGGER check_config BEFORE INSERT OR UPDATE ON snowflake_portable.config
+    FOR EACH ROW EXECUTE FUNCTION snowflake_portable.check_config();
+
+-- Reserves `p_count` pairs above the clock, `p_floor_ms` and every value
+-- taken so far, under the guard (see the header); returns the first, or
+-- NULL when `p_only_if_behind` and the pair is no longer behind the clock
+-- or the floor (another reserve moved it: take again). p_count 0 only moves
+-- the pair. A call that finds the guard odd comes here to wait.
+CREATE OR REPLACE FUNCTION snowflake_portable.reserve(
+    p_count bigint, p_floor_ms bigint, p_only_if_behind bool,
+    p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int, p_max_drift_ms bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    w bigint;
+    base bigint;
+    now_ms bigint;
+    first_ms bigint;
+    end_ms bigint;
+    time_limit bigint := 1::bigint << (63 - p_node_bits - p_sequence_bits);
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM pg_advisory_lock(1936617321, 1);
+            -- A reserve that died half way (its session ended inside it)
+            -- left the guard odd; the pair is above every value kept.
+            IF coalesce(pg_sequence_last_value('snowflake_portable.guard'), 0) % 2 = 1 THEN
+                PERFORM nextval('snowflake_portable.guard');
+            END IF;
+            now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - p_epoch_unix_ms;
+            IF p_only_if_behind
+               AND coalesce(pg_sequence_last_value('snowflake_portable.pair'), -1) >> p_sequence_bits
+                   >= greatest(now_ms, p_floor_ms) THEN
+                PERFORM pg_advisory_unlock(1936617321, 1);
+                RETURN NULL;
+            END IF;
+            PERFORM nextval('snowflake_portable.guard');  -- guard: odd
+            w := nextval('snowflake_portable.pair');  -- the reserve's take
+            base := greatest(w, (greatest(now_ms, p_floor_ms) << p_sequence_bits) - 1);
+            first_ms := (base + 1) >> p_sequence_bits;
+            end_ms := (base + greatest(p_count, 1)) >> p_sequence_bits;
+            IF end_ms >= time_limit THEN
+                RAISE EXCEPTION 'snowflake_id: the time field is used up'
+                    USING ERRCODE = '54000',
+                          HINT = 'The layout''s time field ends; a new epoch or layout is a new ID space.';
+            END IF;
+            IF p_count > 0 AND end_ms - now_ms > p_max_drift_ms THEN
+                -- Ahead of the drift limit: take nothing (the guard goes
+                -- even with the pair at w, a gap of one) and wait outside
+                -- the lock, or fail when the clock is far behind.
+                PERFORM nextval('snowflake_portable.guard');  -- guard: even
+                PERFORM pg_advisory_unlock(1936617321, 1);
+                IF (w >> p_sequence_bits) - now_ms > p_max_drift_ms + 200 THEN
+                    RAISE EXCEPTION 'snowflake_id: the clock is % ms behind the last issued ID, more than max_clock_drift_ms (% ms) allows',
+                        (w >> p_sequence_bits) - now_ms, p_max_drift_ms
+                        USING ERRCODE = '58000',
+                              DETAIL = format('The last issued ID''s time is %s.',
+                                              to_timestamp(((w >> p_sequence_bits) + p_epoch_unix_ms) / 1000.0)),
+                              HINT = 'The clock stepped back (fix its time source), or raise snowflake_portable.config.max_clock_drift_ms to issue ahead of it.';
+                END IF;
+                IF end_ms - first_ms > p_max_drift_ms THEN
+                    RAISE EXCEPTION 'snowflake_id: a batch of % IDs spans % ms, more than max_clock_drift_ms (% ms) allows',
+                        p_count, end_ms - first_ms, p_max_drift_ms
+                        USING ERRCODE = '54000', HINT = 'Ask for fewer IDs at once.';
+                END IF;
+                PERFORM pg_sleep((end_ms - now_ms - p_max_drift_ms) / 1000.0);
+                CONTINUE;
+            END IF;
+            -- The lease first: nothing of the range may be handed out
+            -- before it covers it.
+            IF end_ms > coalesce(pg_sequence_last_value('snowflake_portable.lease'), -1) THEN
+                PERFORM setval('snowflake_portable.lease', end_ms + greatest(1, least(200, p_max_drift_ms)));
+            END IF;
+            PERFORM setval('snowflake_portable.pair', base + p_count);
+            PERFORM nextval('snowflake_portable.guard');  -- guard: even
+            PERFORM pg_advisory_unlock(1936617321, 1);
+            RETURN base + 1;
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            -- Inside the lock (not while waiting for it): leave the guard
+            -- even and the lock free, then fail as asked.
+            IF EXISTS (SELECT FROM pg_locks l
+                       WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
+                         AND l.classid = 1936617321 AND l.objid = 1 AND l.objsubid = 2) THEN
+                IF coalesce(pg_sequence_last_value('snowflake_portable.guard'), 0) % 2 = 1 THEN
+                    PERFORM nextval('snowflake_portable.guard');
+                END IF;
+                PERFORM pg_advisory_unlock(1936617321, 1);
+            END IF;
+            RAISE;
+        END;
+    END LOOP;
+END
+$$;
+
+-- Extends the lease to cover `p_ms` and a window more (200 ms, or the
+-- drift limit when smaller: a restart resumes after the lease, within the
+-- limit plus the 200 ms a call may wait), under the reserve lock so that
+-- the lease only grows.
+CREATE OR REPLACE FUNCTION snowflake_portable.extend_lease(p_ms bigint, p_max_drift_ms bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_advisory_lock(1936617321, 1);
+    IF p_ms > coalesce(pg_sequence_last_value('snowflake_portable.lease'), -1) THEN
+        PERFORM setval('snowflake_portable.lease', p_ms + greatest(1, least(200, p_max_drift_ms)));
+    END IF;
+    PERFORM pg_advisory_unlock(1936617321, 1);
+EXCEPTION WHEN OTHERS OR query_canceled THEN
+    IF EXISTS (SELECT FROM pg_locks l
+               WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
+                 AND l.classid = 1936617321 AND l.objid = 1 AND l.objsubid = 2) THEN
+        PERFORM pg_advisory_unlock(1936617321, 1);
+    END IF;
+    RAISE;
+END
+$$;
+
+-- What the first call of a session checks (see the header): not a standby,
+-- a node id, and the restart or promotion since IDs were last issued.
+CREATE OR REPLACE FUNCTION snowflake_portable.start_session(c snowflake_portable.config)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started bigint := (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint;
+    now_ms bigint;
+    lease_ms bigint;
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'snowflake_id: IDs are not issued on a standby'
+            USING ERRCODE = '25006',
+                  HINT = 'Call snowflake_next() on the primary (target_session_attrs=read-write in the connection string). A promoted standby issues IDs.';
+    END IF;
+    IF c.node_id IS NULL THEN
+        RAISE EXCEPTION 'snowflake_id: the node id is not set'
+            USING ERRCODE = '55000',
+                  HINT = format('Give this database a node id no other server of the fleet has, from 0 to %s: UPDATE snowflake_portable.config SET node_id = ...;',
+                                (1 << c.node_bits) - 1);
+    END IF;
+    IF pg_sequence_last_value('snowflake_portable.incarnation') IS DISTINCT FROM started THEN
+        lease_ms := pg_sequence_last_value('snowflake_portable.lease');
+        IF lease_ms IS NOT NULL THEN
+            -- Past the lease and every time the previous incarnation could
+            -- have issued.
+            now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
+            PERFORM snowflake_portable.reserve(0, greatest(now_ms + c.max_clock_drift_ms, lease_ms) + 1, false,
+                c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms);
+        END IF;
+        PERFORM setval('snowflake_portable.incarnation', started);
+    END IF;
+    PERFORM set_config('snowflake_portable.session_started', 'on', false);
+END
+$$;
+
+-- Issues `p_count` pairs; returns the first (the others follow it). The
+-- one function behind snowflake_next() and the batches.
+CREATE OR REPLACE FUNCTION snowflake_portable.issue(p_count bigint, c snowflake_portable.config)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g bigint;
+    v bigint;
+    ms bigint;
+    now_ms bigint;
+    time_limit bigint := 1::bigint << (63 - c.node_bits - c.sequence_bits);
+BEGIN
+    IF current_setting('snowflake_portable.session_started', true) IS DISTINCT FROM 'on' THEN
+        PERFORM snowflake_portable.start_session(c);
+    END IF;
+    LOOP
+        now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
+        IF p_count = 1 THEN
+            -- The pair as it stands, read before taking: a call that
+            -- fails or reserves takes nothing (failing calls must not push
+            -- the pair ahead of a clock stepped back, and a take behind the
+            -- clock would be thrown away).
+            ms := coalesce(pg_sequence_last_value('snowflake_portable.pair'), -1) >> c.sequence_bits;
+            IF ms - now_ms > c.max_clock_drift_ms + 200 THEN
+                RAISE EXCEPTION 'snowflake_id: the clock is % ms behind the last issued ID, more than max_clock_drift_ms (% ms) allows',
+                    ms - now_ms, c.max_clock_drift_ms
+                    USING ERRCODE = '58000',
+                          DETAIL = format('The last issued ID''s time is %s.', to_timestamp((ms + c.epoch_unix_ms) / 1000.0)),
+                          HINT = 'The clock stepped back (fix its time source), or raise snowflake_portable.config.max_clock_drift_ms to issue ahead of it.';
+            END IF;
+            -- (NULL: never called since the install or a crash, as 0.)
+            g := coalesce(pg_sequence_last_value('snowflake_portable.guard'), 0);
+            IF ms >= now_ms AND g % 2 = 0 THEN
+                v := nextval('snowflake_portable.pair');
+                IF coalesce(pg_sequence_last_value('snowflake_portable.guard'), 0) = g THEN
+                    ms := v >> c.sequence_bits;
+                    IF ms >= time_limit THEN
+                        RAISE EXCEPTION 'snowflake_id: the time field is used up'
+                            USING ERRCODE = '54000',
+                                  HINT = 'The layout''s time field ends; a new epoch or layout is a new ID space.';
+                    END IF;
+                    -- Ahead of the limit (a burst borrowed the future; the
+                    -- clock was at most 200 ms further behind before the
+                    -- take): hold the pair and wait for the clock.
+                    WHILE ms - now_ms > c.max_clock_drift_ms LOOP
+                        PERFORM pg_sleep((ms - now_ms - c.max_clock_drift_ms) / 1000.0);
+                        now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
+                    END LOOP;
+                    IF ms > coalesce(pg_sequence_last_value('snowflake_portable.lease'), -1) THEN
+                        PERFORM snowflake_portable.extend_lease(ms, c.max_clock_drift_ms);
+                    END IF;
+                    RETURN v;
+                END IF;
+                CONTINUE;  -- a reserve ran meanwhile: v is a gap
+            END IF;
+        END IF;
+        -- Behind the clock, a reserve under way, or a batch: reserve.
+        v := snowflake_portable.reserve(p_count, 0, p_count = 1,
+            c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms);
+        IF v IS NOT NULL THEN
+            RETURN v;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- A pair to its ID.
+CREATE OR REPLACE FUNCTION snowflake_portable.pair_to_id(p bigint, c snowflake_portable.config)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ((p >> c.sequence_bits) << (c.node_bits + c.sequence_bits))
+       | (c.node_id::bigint << c.sequence_bits)
+       | (p & ((1::bigint << c.sequence_bits) - 1));
+
+REVOKE ALL ON FUNCTION snowflake_portable.check_config(), snowflake_portable.start_session(snowflake_portable.config),
+    snowflake_portable.extend_lease(bigint, bigint),
+    snowflake_portable.reserve(bigint, bigint, bool, bigint, int, int, bigint),
+    snowflake_portable.issue(bigint, snowflake_portable.config),
+    snowflake_portable.pair_to_id(bigint, snowflake_portable.config) FROM PUBLIC;
+
+-- The functions users call: the extension's names and signatures, in the
+-- first schema of the search_path. Each issuing function runs as the owner
+-- (SECURITY DEFINER, its search_path pinned), so that no other role needs,
+-- or gets, any right on the sequences: a setval() by anyone else could
+-- make IDs repeat.
+
+CREATE OR REPLACE FUNCTION snowflake_next()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c snowflake_portable.config;
+BEGIN
+    SELECT * INTO c FROM snowflake_portable.config;
+    RETURN snowflake_portable.pair_to_id(snowflake_portable.issue(1, c), c);
+END
+$$;
+
+-- A batch is one reserve: n consecutive pairs, so n consecutive IDs in one
+-- millisecond unless the batch crosses into the next (as the extension's).
+CREATE OR REPLACE FUNCTION snowflake_next_batch_array(n int)
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c snowflake_portable.config;
+    first bigint;
+    bound bigint;
+BEGIN
+    SELECT * INTO c FROM snowflake_portable.config;
+    -- At most what fits in max_clock_drift_ms + 1 milliseconds, and 10^8.
+    bound := least(100000000, (c.max_clock_drift_ms + 1) << c.sequence_bits);
+    IF n IS NULL OR n < 1 OR n > bound THEN
+        RAISE EXCEPTION 'snowflake_id: a batch of % IDs is out of range', coalesce(n::text, 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = format('Ask for 1 to %s IDs at once (what fits in max_clock_drift_ms + 1 milliseconds, at most 10^8).', bound);
+    END IF;
+    first := snowflake_portable.issue(n, c);
+    RETURN ARRAY(SELECT snowflake_portable.pair_to_id(p, c) FROM generate_series(first, first + n - 1) p);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_next_batch(n int)
+RETURNS SETOF bigint
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+RETURN unnest(snowflake_next_batch_array(n));
+
+-- Decoding with the layout given: IMMUTABLE, the epoch as text read in UTC
+-- unless it names a zone (an untyped literal takes this form), or as a
+-- timestamptz value.
+CREATE OR REPLACE FUNCTION snowflake_portable.check_id(id bigint, node_bits int, sequence_bits int)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF node_bits IS NULL OR sequence_bits IS NULL OR node_bits NOT BETWEEN 0 AND 27
+       OR sequence_bits NOT BETWEEN 1 AND 28 OR node_bits + sequence_bits > 28 THEN
+        RAISE EXCEPTION 'snowflake_id: node_bits % and sequence_bits % are not a layout', node_bits, sequence_bits
+            USING ERRCODE = '22023',
+                  HINT = 'node_bits 0 to 27, sequence_bits 1 to 28, together at most 28.';
+    END IF;
+    IF id < 0 THEN
+        RAISE EXCEPTION 'snowflake_id: % is not an ID: IDs are not negative', id
+            USING ERRCODE = '22003', HINT = 'Decode an ID that snowflake_next() returned.';
+    END IF;
+END
+$$;
+
+-- Milliseconds since 1970 as a timestamptz, exactly (a float8 division
+-- would be off by microseconds far from 1970); outside the range of
+-- timestamptz (4714 BC to 294276 AD), 22008. (No exception block: it
+-- would make the function unsafe in a parallel query.)
+CREATE OR REPLACE FUNCTION snowflake_portable.unix_ms_to_timestamptz(unix_ms bigint)
+RETURNS timestamptz
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rem bigint := ((unix_ms % 1000) + 1000) % 1000;
+BEGIN
+    IF unix_ms NOT BETWEEN -210866803200000 AND 9224318015999999 THEN
+        RAISE EXCEPTION 'snowflake_id: the time % ms after 1970 is out of the range of timestamptz', unix_ms
+            USING ERRCODE = '22008', HINT = 'The ID''s time field, under this epoch and layout, ends past what timestamptz can hold.';
+    END IF;
+    RETURN to_timestamp(((unix_ms - rem) / 1000)::float8) + rem * interval '1 millisecond';
+END
+$$;
+
+-- A finite timestamptz epoch in milliseconds since 1970.
+CREATE OR REPLACE FUNCTION snowflake_portable.epoch_ms(epoch timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT isfinite(epoch) THEN
+        RAISE EXCEPTION 'snowflake_id: the epoch is infinite' USING ERRCODE = '22008', HINT = 'Give a finite epoch.';
+    END IF;
+    RETURN floor(extract(epoch FROM epoch) * 1000)::bigint;
+END
+$$;
+
+-- An ID's time under an epoch in milliseconds since 1970.
+CREATE OR REPLACE FUNCTION snowflake_portable.timestamp_ms(id bigint, epoch_unix_ms bigint, node_bits int, sequence_bits int)
+RETURNS timestamptz
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_portable.check_id(id, node_bits, sequence_bits);
+    RETURN snowflake_portable.unix_ms_to_timestamptz((id >> (node_bits + sequence_bits)) + epoch_unix_ms);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_timestamp(id bigint, epoch text, node_bits int, sequence_bits int)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN snowflake_portable.timestamp_ms(id, snowflake_portable.parse_epoch(epoch), node_bits, sequence_bits);
+
+CREATE OR REPLACE FUNCTION snowflake_timestamp(id bigint, epoch timestamptz, node_bits int, sequence_bits int)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN snowflake_portable.timestamp_ms(id, snowflake_portable.epoch_ms(epoch), node_bits, sequence_bits);
+
+CREATE OR REPLACE FUNCTION snowflake_node(id bigint, epoch text, node_bits int, sequence_bits int)
+RETURNS int
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_portable.check_id(id, node_bits, sequence_bits);
+    RETURN ((id >> sequence_bits) & ((1::bigint << node_bits) - 1))::int;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_node(id bigint, epoch timestamptz, node_bits int, sequence_bits int)
+RETURNS int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN snowflake_node(id, '1970-01-01'::text, node_bits, sequence_bits);
+
+CREATE OR REPLACE FUNCTION snowflake_sequence(id bigint, epoch text, node_bits int, sequence_bits int)
+RETURNS int
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_portable.check_id(id, node_bits, sequence_bits);
+    RETURN (id & ((1::bigint << sequence_bits) - 1))::int;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_sequence(id bigint, epoch timestamptz, node_bits int, sequence_bits int)
+RETURNS int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN snowflake_sequence(id, '1970-01-01'::text, node_bits, sequence_bits);
+
+CREATE OR REPLACE FUNCTION snowflake_decode(id bigint, epoch text, node_bits int, sequence_bits int)
+RETURNS TABLE (ts timestamptz, node_id int, sequence int)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE ROWS 1
+RETURN (snowflake_timestamp(id, epoch, node_bits, sequence_bits), snowflake_node(id, epoch, node_bits, sequence_bits),
+        snowflake_sequence(id, epoch, node_bits, sequence_bits));
+
+CREATE OR REPLACE FUNCTION snowflake_decode(id bigint, epoch timestamptz, node_bits int, sequence_bits int)
+RETURNS TABLE (ts timestamptz, node_id int, sequence int)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE ROWS 1
+RETURN (snowflake_timestamp(id, epoch, node_bits, sequence_bits), snowflake_node(id, epoch, node_bits, sequence_bits),
+        snowflake_sequence(id, epoch, node_bits, sequence_bits));
+
+-- The smallest ID at `ts` under an epoch in milliseconds since 1970.
+CREATE OR REPLACE FUNCTION snowflake_portable.from_timestamp_ms(ts timestamptz, epoch_unix_ms bigint, node_bits int, sequence_bits int)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ms numeric;
+BEGIN
+    PERFORM snowflake_portable.check_id(0, node_bits, sequence_bits);
+    IF NOT isfinite(ts) THEN
+        RAISE EXCEPTION 'snowflake_id: an infinite time has no ID' USING ERRCODE = '22008', HINT = 'Give a finite timestamptz.';
+    END IF;
+    ms := floor(extract(epoch FROM ts) * 1000) - epoch_unix_ms;
+    IF ms < 0 OR ms >= 2::numeric ^ (63 - node_bits - sequence_bits) THEN
+        RAISE EXCEPTION 'snowflake_id: % is outside the ID time range', ts
+            USING ERRCODE = '22008',
+                  HINT = format('IDs cover %s to %s.', to_timestamp(epoch_unix_ms::float8 / 1000),
+                                to_timestamp((epoch_unix_ms + (2::numeric ^ (63 - node_bits - sequence_bits)) - 1)::float8 / 1000));
+    END IF;
+    RETURN ms::bigint << (node_bits + sequence_bits);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_from_timestamp(ts timestamptz, epoch text, node_bits int, sequence_bits int)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN snowflake_portable.from_timestamp_ms(ts, snowflake_portable.parse_epoch(epoch), node_bits, sequence_bits);
+
+CREATE OR REPLACE FUNCTION snowflake_from_timestamp(ts timestamptz, epoch timestamptz, node_bits int, sequence_bits int)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN snowflake_portable.from_timestamp_ms(ts, snowflake_portable.epoch_ms(epoch), node_bits, sequence_bits);
+
+CREATE OR REPLACE FUNCTION snowflake_id_span(span interval, node_bits int, sequence_bits int)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ms numeric;
+BEGIN
+    PERFORM snowflake_portable.check_id(0, node_bits, sequence_bits);
+    ms := extract(epoch FROM justify_hours(span)) * 1000;  -- a day counts as 24 hours
+    IF extract(month FROM span) <> 0 OR extract(year FROM span) <> 0 OR ms <= 0 OR ms <> floor(ms) THEN
+        RAISE EXCEPTION 'snowflake_id: % is not a positive whole number of milliseconds without months', span
+            USING ERRCODE = '22023', HINT = 'Give days, hours, minutes or seconds: a month has no fixed length.';
+    END IF;
+    IF ms >= 2::numeric ^ (63 - node_bits - sequence_bits) THEN
+        RAISE EXCEPTION 'snowflake_id: % is longer than the time field', span
+            USING ERRCODE = '22003', HINT = 'Give a shorter span.';
+    END IF;
+    RETURN ms::bigint << (node_bits + sequence_bits);
+END
+$$;
+
+-- The same under this database's configuration: STABLE.
+CREATE OR REPLACE FUNCTION snowflake_timestamp(id bigint)
+RETURNS timestamptz LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN (SELECT snowflake_timestamp(id, c.epoch, c.node_bits, c.sequence_bits) FROM snowflake_portable.config c);
+
+CREATE OR REPLACE FUNCTION snowflake_node(id bigint)
+RETURNS int LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN (SELECT snowflake_node(id, c.epoch, c.node_bits, c.sequence_bits) FROM snowflake_portable.config c);
+
+CREATE OR REPLACE FUNCTION snowflake_sequence(id bigint)
+RETURNS int LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN (SELECT snowflake_sequence(id, c.epoch, c.node_bits, c.sequence_bits) FROM snowflake_portable.config c);
+
+CREATE OR REPLACE FUNCTION snowflake_decode(id bigint)
+RETURNS TABLE (ts timestamptz, node_id int, sequence int) LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 1
+RETURN (SELECT (snowflake_timestamp(id, c.epoch, c.node_bits, c.sequence_bits),
+                snowflake_node(id, c.epoch, c.node_bits, c.sequence_bits),
+                snowflake_sequence(id, c.epoch, c.node_bits, c.sequence_bits))
+        FROM snowflake_portable.config c);
+
+CREATE OR REPLACE FUNCTION snowflake_from_timestamp(ts timestamptz)
+RETURNS bigint LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN (SELECT snowflake_from_timestamp(ts, c.epoch, c.node_bits, c.sequence_bits) FROM snowflake_portable.config c);
+
+CREATE OR REPLACE FUNCTION snowflake_id_span(span interval)
+RETURNS bigint LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN (SELECT snowflake_id_span(span, c.node_bits, c.sequence_bits) FROM snowflake_portable.config c);
+
+-- (What the decoders call as their caller. PUBLIC has it by default; said
+-- for a database whose default privileges say otherwise.)
+GRANT EXECUTE ON FUNCTION snowflake_portable.check_id(bigint, int, int),
+    snowflake_portable.epoch_ms(timestamptz), snowflake_portable.timestamp_ms(bigint, bigint, int, int),
+    snowflake_portable.unix_ms_to_timestamptz(bigint),
+    snowflake_portable.from_timestamp_ms(timestamptz, bigint, int, int), snowflake_portable.parse_epoch(text) TO PUBLIC;
+
+COMMIT;
