@@ -85,8 +85,25 @@
 -- restart; and with a fixed node id nothing can stop an old primary that
 -- still runs (split brain).
 --
--- Advisory lock RESERVE_LOCK: pg_advisory_lock(1936617321, 1) ('snow', 1),
--- per database, like the sequences; an application must not use it.
+-- # Node ids from a registry
+--
+-- With registry_fleet set, the node id is claimed from the registry
+-- (registry/snowflake_registry.sql) through dblink, under the registry
+-- lock. The grant in force is one unlogged sequence, grant_word =
+-- (until_ms << node_bits) | node_id, read by a call between its two reads
+-- of the guard, so the pair and the node id it pairs are of one moment: a
+-- new claim installs its word inside a reserve that first moves the pair
+-- above the claim's floor. No ID is issued past until_ms: a call whose
+-- pair would be beyond renews first (and fails, taking nothing, when the
+-- registry cannot be reached); a call with half the grant left renews if
+-- no other session is. A claim is made with a new token in each
+-- incarnation and never renewed from another (a promoted standby, a
+-- restart, a copy of the data directory all claim anew), so two servers
+-- never share a claim.
+--
+-- Advisory locks: RESERVE_LOCK, pg_advisory_lock(1936617321, 1) ('snow',
+-- 1), and the registry lock, (1936617321, 2), per database like the
+-- sequences; an application must not use them.
 
 BEGIN;
 SET LOCAL client_min_messages = warning;
@@ -162,7 +179,22 @@ CREATE TABLE IF NOT EXISTS snowflake_portable.config (
     CONSTRAINT node_id_in_layout CHECK (node_id BETWEEN 0 AND (1 << node_bits) - 1),
     CONSTRAINT drift CHECK (max_clock_drift_ms BETWEEN 0 AND 3600000)
 );
+-- Node ids from a registry (registry/snowflake_registry.sql) through
+-- dblink: the fleet (NULL: no registry, node_id is the node id) and how far
+-- ahead each claim and renewal grants it.
+ALTER TABLE snowflake_portable.config
+    ADD COLUMN IF NOT EXISTS registry_fleet text,
+    ADD COLUMN IF NOT EXISTS registry_grant_ms bigint NOT NULL DEFAULT 30000;
 INSERT INTO snowflake_portable.config DEFAULT VALUES ON CONFLICT DO NOTHING;
+
+-- The registry's connection string: a password in it is what dblink needs
+-- of a role that is not a superuser, so only the owner may read it (not
+-- PUBLIC, nor pg_read_all_settings: it is no setting).
+CREATE TABLE IF NOT EXISTS snowflake_portable.registry_connection (
+    one bool PRIMARY KEY DEFAULT true CHECK (one),
+    conninfo text NOT NULL
+);
+REVOKE ALL ON snowflake_portable.registry_connection FROM PUBLIC;
 REVOKE ALL ON snowflake_portable.config FROM PUBLIC;
 GRANT SELECT ON snowflake_portable.config TO PUBLIC;
 
@@ -172,9 +204,26 @@ GRANT SELECT ON snowflake_portable.config TO PUBLIC;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.pair AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.guard AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE SEQUENCE IF NOT EXISTS snowflake_portable.lease AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+-- With a registry: the grant in force, (until_ms << node_bits) | node_id,
+-- changed only under the registry lock (a new node id also inside a
+-- reserve's guard); the claim's number, its token (two random 60-bit
+-- halves) and the incarnation it was made in. Unlogged: a restart, a crash
+-- or a promotion claims again (a copy of a data directory must not renew
+-- its original's claim).
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.grant_word AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_id AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_a AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_b AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_incarnation AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+-- When the registry last failed to answer (ms since 1970): calls that wait
+-- for a renewal within a second of a failure fail at once instead of each
+-- waiting out its own connection attempt.
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.registry_failed_at AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE SEQUENCE IF NOT EXISTS snowflake_portable.incarnation AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 REVOKE ALL ON SEQUENCE snowflake_portable.pair, snowflake_portable.guard,
-    snowflake_portable.lease, snowflake_portable.incarnation FROM PUBLIC;
+    snowflake_portable.lease, snowflake_portable.incarnation, snowflake_portable.grant_word,
+    snowflake_portable.claim_id, snowflake_portable.token_a, snowflake_portable.token_b,
+    snowflake_portable.claim_incarnation, snowflake_portable.registry_failed_at FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION snowflake_portable.check_config()
 RETURNS trigger
@@ -191,11 +240,23 @@ BEGIN
         RAISE EXCEPTION 'snowflake_id: node id % does not fit in % node bits', NEW.node_id, NEW.node_bits
             USING ERRCODE = '22023', HINT = format('Give a node id from 0 to %s.', (1 << NEW.node_bits) - 1);
     END IF;
+    IF NEW.registry_fleet IS NOT NULL AND length(NEW.registry_fleet) NOT BETWEEN 1 AND 63 THEN
+        RAISE EXCEPTION 'snowflake_id: registry_fleet must be 1 to 63 characters'
+            USING ERRCODE = '22023', HINT = 'Give the fleet''s name (default: ''default''), or NULL for no registry.';
+    END IF;
+    IF NEW.registry_grant_ms IS NULL OR NEW.registry_grant_ms NOT BETWEEN 1000 AND 3600000 THEN
+        RAISE EXCEPTION 'snowflake_id: registry_grant_ms % is out of range', NEW.registry_grant_ms
+            USING ERRCODE = '22023', HINT = 'Give 1000 to 3600000 milliseconds (the default: 30000).';
+    END IF;
     IF NEW.max_clock_drift_ms IS NULL OR NEW.max_clock_drift_ms NOT BETWEEN 0 AND 3600000 THEN
         RAISE EXCEPTION 'snowflake_id: max_clock_drift_ms % is out of range', NEW.max_clock_drift_ms
             USING ERRCODE = '22023', HINT = 'Give 0 to 3600000 milliseconds (the default: 5000).';
     END IF;
     NEW.epoch_unix_ms := snowflake_portable.parse_epoch(NEW.epoch);
+    IF TG_OP = 'UPDATE' AND (NEW.registry_fleet, NEW.node_id) IS DISTINCT FROM (OLD.registry_fleet, OLD.node_id) THEN
+        -- Another fleet or another node id to claim: the next call claims.
+        PERFORM setval('snowflake_portable.grant_word', 0);
+    END IF;
     IF NEW.epoch_unix_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint THEN
         RAISE EXCEPTION 'snowflake_id: epoch ''%'' is in the future', NEW.epoch
             USING ERRCODE = '22023', HINT = 'The epoch is time zero of the IDs: a time in the past.';
@@ -217,14 +278,20 @@ CREATE OR REPLACE TRIGGER check_config BEFORE INSERT OR UPDATE ON snowflake_port
     FOR EACH ROW EXECUTE FUNCTION snowflake_portable.check_config();
 
 -- Reserves `p_count` pairs above the clock, `p_floor_ms` and every value
--- taken so far, under the guard (see the header); returns the first, or
+-- taken so far, under the guard (see the header); `first` is the first,
 -- NULL when `p_only_if_behind` and the pair is no longer behind the clock
 -- or the floor (another reserve moved it: take again). p_count 0 only moves
 -- the pair. A call that finds the guard odd comes here to wait.
+-- With a registry (p_registry): `word` is the grant in force inside the
+-- guard, whose node id the range is issued under; a range it does not
+-- cover takes nothing and returns `word` -1 (renew, then reserve again).
+-- p_new_word, when given, is installed inside the guard, after the pair
+-- has moved to p_floor_ms: a new claim's node id is never seen with a pair
+-- below its floor.
 CREATE OR REPLACE FUNCTION snowflake_portable.reserve(
     p_count bigint, p_floor_ms bigint, p_only_if_behind bool,
-    p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int, p_max_drift_ms bigint)
-RETURNS bigint
+    p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int, p_max_drift_ms bigint,
+    p_registry bool, p_new_word bigint, OUT first bigint, OUT word bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -249,7 +316,7 @@ BEGIN
                AND coalesce(pg_sequence_last_value('snowflake_portable.pair'), -1) >> p_sequence_bits
                    >= greatest(now_ms, p_floor_ms) THEN
                 PERFORM pg_advisory_unlock(1936617321, 1);
-                RETURN NULL;
+                RETURN;
             END IF;
             PERFORM nextval('snowflake_portable.guard');  -- guard: odd
             w := nextval('snowflake_portable.pair');  -- the reserve's take
@@ -260,6 +327,15 @@ BEGIN
                 RAISE EXCEPTION 'snowflake_id: the time field is used up'
                     USING ERRCODE = '54000',
                           HINT = 'The layout''s time field ends; a new epoch or layout is a new ID space.';
+            END IF;
+            word := pg_sequence_last_value('snowflake_portable.grant_word');
+            IF p_registry AND p_count > 0 AND p_new_word IS NULL
+               AND (word IS NULL OR end_ms > word >> p_node_bits) THEN
+                -- Not in the grant: take nothing; the caller renews.
+                PERFORM nextval('snowflake_portable.guard');  -- guard: even
+                PERFORM pg_advisory_unlock(1936617321, 1);
+                word := -1;
+                RETURN;
             END IF;
             IF p_count > 0 AND end_ms - now_ms > p_max_drift_ms THEN
                 -- Ahead of the drift limit: take nothing (the guard goes
@@ -289,9 +365,14 @@ BEGIN
                 PERFORM setval('snowflake_portable.lease', end_ms + greatest(1, least(200, p_max_drift_ms)));
             END IF;
             PERFORM setval('snowflake_portable.pair', base + p_count);
+            IF p_new_word IS NOT NULL THEN
+                PERFORM setval('snowflake_portable.grant_word', p_new_word);
+                word := p_new_word;
+            END IF;
             PERFORM nextval('snowflake_portable.guard');  -- guard: even
             PERFORM pg_advisory_unlock(1936617321, 1);
-            RETURN base + 1;
+            first := base + 1;
+            RETURN;
         EXCEPTION WHEN OTHERS OR query_canceled THEN
             -- Inside the lock (not while waiting for it): leave the guard
             -- even and the lock free, then fail as asked.
@@ -351,10 +432,10 @@ BEGIN
             USING ERRCODE = '25006',
                   HINT = 'Call snowflake_next() on the primary (target_session_attrs=read-write in the connection string). A promoted standby issues IDs.';
     END IF;
-    IF c.node_id IS NULL THEN
+    IF c.node_id IS NULL AND c.registry_fleet IS NULL THEN
         RAISE EXCEPTION 'snowflake_id: the node id is not set'
             USING ERRCODE = '55000',
-                  HINT = format('Give this database a node id no other server of the fleet has, from 0 to %s: UPDATE snowflake_portable.config SET node_id = ...;',
+                  HINT = format('Give this database a node id no other server of the fleet has, from 0 to %s: UPDATE snowflake_portable.config SET node_id = ...; or claim one from a registry (registry_fleet).',
                                 (1 << c.node_bits) - 1);
     END IF;
     IF pg_sequence_last_value('snowflake_portable.incarnation') IS DISTINCT FROM started THEN
@@ -364,26 +445,180 @@ BEGIN
             -- have issued.
             now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
             PERFORM snowflake_portable.reserve(0, greatest(now_ms + c.max_clock_drift_ms, lease_ms) + 1, false,
-                c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms);
+                c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms, false, NULL);
         END IF;
+        -- A claim of another incarnation is never renewed: claim again.
+        PERFORM setval('snowflake_portable.grant_word', 0);
         PERFORM setval('snowflake_portable.incarnation', started);
     END IF;
     PERFORM set_config('snowflake_portable.session_started', 'on', false);
 END
 $$;
 
--- Issues `p_count` pairs; returns the first (the others follow it). The
--- one function behind snowflake_next() and the batches.
-CREATE OR REPLACE FUNCTION snowflake_portable.issue(p_count bigint, c snowflake_portable.config)
-RETURNS bigint
+-- Runs one of the registry's functions through dblink; its one row.
+CREATE OR REPLACE FUNCTION snowflake_portable.registry_call(p_sql text, p_columns text)
+RETURNS record
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    dblink_schema name;
+    conninfo text;
+    r record;
+BEGIN
+    SELECT n.nspname INTO dblink_schema
+    FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'snowflake_id: dblink is not installed in this database'
+            USING ERRCODE = '55000',
+                  HINT = 'Node ids from a registry are claimed through dblink: CREATE EXTENSION dblink (as a role that may), or set registry_fleet to NULL and a node_id.';
+    END IF;
+    SELECT rc.conninfo INTO conninfo FROM snowflake_portable.registry_connection rc;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'snowflake_id: no registry connection string'
+            USING ERRCODE = '55000',
+                  HINT = 'INSERT INTO snowflake_portable.registry_connection (conninfo) VALUES (''host=... dbname=... user=... password=...'');';
+    END IF;
+    EXECUTE format('SELECT * FROM %I.dblink($1, $2) AS t(%s)', dblink_schema, p_columns) INTO STRICT r USING conninfo, p_sql;
+    RETURN r;
+END
+$$;
+
+-- Makes the grant cover IDs up to p_ms (and half a grant more): renews the
+-- claim, or claims a node id (again) when there is none in this
+-- incarnation or the registry ended it. Under the registry lock: waits for
+-- it with p_wait; without, returns at once if another session holds it,
+-- and a failure is not an error (the call it serves is still in its grant).
+CREATE OR REPLACE FUNCTION snowflake_portable.ensure_grant(c snowflake_portable.config, p_ms bigint, p_wait bool)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started bigint := (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint;
+    node_mask bigint := (1::bigint << c.node_bits) - 1;
+    word bigint;
+    now_ms bigint;
+    new_until bigint;
+    token text;
+    r record;
+    claim_again bool := true;
+    failed_state text;
+    recent_failure bool := false;
+BEGIN
+    IF p_wait THEN
+        PERFORM pg_advisory_lock(1936617321, 2);
+    ELSIF NOT pg_try_advisory_lock(1936617321, 2) THEN
+        RETURN;
+    END IF;
+    BEGIN
+        word := coalesce(pg_sequence_last_value('snowflake_portable.grant_word'), 0);
+        now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
+        IF p_wait AND word >> c.node_bits < p_ms
+           AND now_ms + c.epoch_unix_ms - coalesce(pg_sequence_last_value('snowflake_portable.registry_failed_at'), 0) < 1000 THEN
+            recent_failure := true;  -- (not a new failure of the registry's)
+            RAISE EXCEPTION 'snowflake_id: the registry could not be reached, and the grant does not cover the next ID'
+                USING ERRCODE = '08001',
+                      DETAIL = format('The last attempt failed %s ms ago.',
+                                      now_ms + c.epoch_unix_ms - pg_sequence_last_value('snowflake_portable.registry_failed_at')),
+                      HINT = 'Issuing resumes by itself once the registry answers: check it and snowflake_portable.registry_connection.';
+        END IF;
+        token := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
+              || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
+        IF word <> 0 AND pg_sequence_last_value('snowflake_portable.claim_incarnation') = started THEN
+            IF word >> c.node_bits >= p_ms + c.registry_grant_ms / 2 THEN
+                claim_again := false;  -- another session renewed meanwhile
+            ELSE
+                BEGIN
+                    r := snowflake_portable.registry_call(format(
+                        'SELECT snowflake_registry.renew(%L, %s, %s, %L, %s, %s)',
+                        c.registry_fleet, word & node_mask, pg_sequence_last_value('snowflake_portable.claim_id'),
+                        token, greatest(now_ms, p_ms, 0), c.registry_grant_ms), 'until_ms bigint');
+                    new_until := r.until_ms;
+                    claim_again := new_until = 0;  -- 0: a fence ended the claim
+                    IF new_until > word >> c.node_bits THEN
+                        PERFORM setval('snowflake_portable.grant_word', (new_until << c.node_bits) | (word & node_mask));
+                    END IF;
+                EXCEPTION WHEN sqlstate '55000' THEN
+                    claim_again := true;  -- the registry ended the claim
+                END;
+            END IF;
+        END IF;
+        IF claim_again THEN
+            -- A new token: a claim is never continued from another
+            -- incarnation, and a retry after a lost answer repeats it.
+            PERFORM setval('snowflake_portable.token_a', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
+            PERFORM setval('snowflake_portable.token_b', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
+            token := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
+                  || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
+            r := snowflake_portable.registry_call(format(
+                'SELECT * FROM snowflake_registry.claim(%L, %s, %s, %s, %s, %s, %L, 0, %L, %s, %L, %s, %s)',
+                c.registry_fleet, c.epoch_unix_ms, c.node_bits, c.sequence_bits,
+                coalesce(c.node_id::text, 'NULL'), CASE WHEN word <> 0 THEN (word & node_mask)::text ELSE 'NULL' END,
+                token, coalesce(host(inet_server_addr()), 'local'), coalesce(inet_server_port(), 0),
+                'portable:' || current_database(), greatest(now_ms, 0), c.registry_grant_ms),
+                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint');
+            IF r.node_id NOT BETWEEN 0 AND node_mask OR r.until_ms < r.floor_ms THEN
+                RAISE EXCEPTION 'snowflake_id: the registry''s answer to a claim is not one it can give (node id %, floor %, until %)',
+                    r.node_id, r.floor_ms, r.until_ms
+                    USING ERRCODE = '08P01', HINT = 'Check that the connection string reaches a snowflake_id registry.';
+            END IF;
+            PERFORM setval('snowflake_portable.claim_id', r.claim_id);
+            -- The pair above the floor and the new node id, inside one
+            -- reserve's guard.
+            PERFORM snowflake_portable.reserve(0, r.floor_ms + 1, false, c.epoch_unix_ms, c.node_bits,
+                c.sequence_bits, c.max_clock_drift_ms, true, (r.until_ms << c.node_bits) | r.node_id);
+            PERFORM setval('snowflake_portable.claim_incarnation', started);
+        END IF;
+        PERFORM pg_advisory_unlock(1936617321, 2);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM pg_advisory_unlock(1936617321, 2);
+        GET STACKED DIAGNOSTICS failed_state = RETURNED_SQLSTATE;
+        IF failed_state LIKE '08%' AND NOT recent_failure THEN
+            PERFORM setval('snowflake_portable.registry_failed_at', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+        END IF;
+        IF p_wait THEN
+            RAISE;
+        END IF;
+    END;
+END
+$$;
+
+-- Renews this database's claim if it is due: for a pg_cron job, which
+-- keeps the grant ahead when calls are rare (calls renew too).
+--   SELECT cron.schedule('snowflake-renew', '10 seconds', 'SELECT snowflake_portable.renew()');
+CREATE OR REPLACE FUNCTION snowflake_portable.renew()
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c snowflake_portable.config;
+BEGIN
+    SELECT * INTO c FROM snowflake_portable.config;
+    IF c.registry_fleet IS NOT NULL AND NOT pg_is_in_recovery() THEN
+        PERFORM snowflake_portable.ensure_grant(c,
+            floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms, true);
+    END IF;
+END
+$$;
+
+-- Issues `p_count` pairs; `first` is the first (the others follow it),
+-- `node_id` the node id they are issued under. The one function behind
+-- snowflake_next() and the batches.
+CREATE OR REPLACE FUNCTION snowflake_portable.issue(p_count bigint, c snowflake_portable.config,
+    OUT first bigint, OUT node_id int)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    registry bool := c.registry_fleet IS NOT NULL;
     g bigint;
     v bigint;
+    w bigint;
     ms bigint;
     now_ms bigint;
+    r record;
     time_limit bigint := 1::bigint << (63 - c.node_bits - c.sequence_bits);
 BEGIN
     IF current_setting('snowflake_portable.session_started', true) IS DISTINCT FROM 'on' THEN
@@ -404,16 +639,30 @@ BEGIN
                           DETAIL = format('The last issued ID''s time is %s.', to_timestamp((ms + c.epoch_unix_ms) / 1000.0)),
                           HINT = 'The clock stepped back (fix its time source), or raise snowflake_portable.config.max_clock_drift_ms to issue ahead of it.';
             END IF;
+            IF registry AND coalesce(pg_sequence_last_value('snowflake_portable.grant_word'), 0) >> c.node_bits
+                            <= greatest(ms, now_ms) THEN
+                -- No grant for the next ID: renew or claim first.
+                PERFORM snowflake_portable.ensure_grant(c, greatest(ms, now_ms) + 1, true);
+                CONTINUE;
+            END IF;
             -- (NULL: never called since the install or a crash, as 0.)
             g := coalesce(pg_sequence_last_value('snowflake_portable.guard'), 0);
             IF ms >= now_ms AND g % 2 = 0 THEN
                 v := nextval('snowflake_portable.pair');
+                IF registry THEN
+                    w := pg_sequence_last_value('snowflake_portable.grant_word');
+                END IF;
                 IF coalesce(pg_sequence_last_value('snowflake_portable.guard'), 0) = g THEN
                     ms := v >> c.sequence_bits;
                     IF ms >= time_limit THEN
                         RAISE EXCEPTION 'snowflake_id: the time field is used up'
                             USING ERRCODE = '54000',
                                   HINT = 'The layout''s time field ends; a new epoch or layout is a new ID space.';
+                    END IF;
+                    IF registry AND ms > w >> c.node_bits THEN
+                        -- Beyond the grant (v is a gap): renew, take again.
+                        PERFORM snowflake_portable.ensure_grant(c, ms, true);
+                        CONTINUE;
                     END IF;
                     -- Ahead of the limit (a burst borrowed the future; the
                     -- clock was at most 200 ms further behind before the
@@ -425,34 +674,52 @@ BEGIN
                     IF ms > coalesce(pg_sequence_last_value('snowflake_portable.lease'), -1) THEN
                         PERFORM snowflake_portable.extend_lease(ms, c.max_clock_drift_ms);
                     END IF;
-                    RETURN v;
+                    IF registry THEN
+                        IF (w >> c.node_bits) - ms < c.registry_grant_ms / 2 THEN
+                            -- Half the grant left: renew now if no one else
+                            -- is (a failure waits for the next call).
+                            PERFORM snowflake_portable.ensure_grant(c, ms, false);
+                        END IF;
+                        node_id := w & ((1::bigint << c.node_bits) - 1);
+                    ELSE
+                        node_id := c.node_id;
+                    END IF;
+                    first := v;
+                    RETURN;
                 END IF;
                 CONTINUE;  -- a reserve ran meanwhile: v is a gap
             END IF;
         END IF;
         -- Behind the clock, a reserve under way, or a batch: reserve.
-        v := snowflake_portable.reserve(p_count, 0, p_count = 1,
-            c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms);
-        IF v IS NOT NULL THEN
-            RETURN v;
+        r := snowflake_portable.reserve(p_count, 0, p_count = 1,
+            c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms, registry, NULL);
+        IF r.first IS NOT NULL THEN
+            first := r.first;
+            node_id := CASE WHEN registry THEN r.word & ((1::bigint << c.node_bits) - 1) ELSE c.node_id END;
+            RETURN;
+        ELSIF r.word = -1 THEN
+            PERFORM snowflake_portable.ensure_grant(c, greatest(now_ms, 0) + (p_count >> c.sequence_bits) + 1, true);
         END IF;
     END LOOP;
 END
 $$;
 
--- A pair to its ID.
-CREATE OR REPLACE FUNCTION snowflake_portable.pair_to_id(p bigint, c snowflake_portable.config)
+-- A pair and a node id to their ID.
+CREATE OR REPLACE FUNCTION snowflake_portable.pair_to_id(p bigint, node_id int, c snowflake_portable.config)
 RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN ((p >> c.sequence_bits) << (c.node_bits + c.sequence_bits))
-       | (c.node_id::bigint << c.sequence_bits)
+       | (node_id::bigint << c.sequence_bits)
        | (p & ((1::bigint << c.sequence_bits) - 1));
 
 REVOKE ALL ON FUNCTION snowflake_portable.check_config(), snowflake_portable.start_session(snowflake_portable.config),
     snowflake_portable.extend_lease(bigint, bigint),
-    snowflake_portable.reserve(bigint, bigint, bool, bigint, int, int, bigint),
+    snowflake_portable.reserve(bigint, bigint, bool, bigint, int, int, bigint, bool, bigint),
     snowflake_portable.issue(bigint, snowflake_portable.config),
-    snowflake_portable.pair_to_id(bigint, snowflake_portable.config) FROM PUBLIC;
+    snowflake_portable.registry_call(text, text),
+    snowflake_portable.ensure_grant(snowflake_portable.config, bigint, bool),
+    snowflake_portable.renew(),
+    snowflake_portable.pair_to_id(bigint, int, snowflake_portable.config) FROM PUBLIC;
 
 -- The functions users call: the extension's names and signatures, in the
 -- first schema of the search_path. Each issuing function runs as the owner
@@ -467,9 +734,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c snowflake_portable.config;
+    id bigint;
 BEGIN
     SELECT * INTO c FROM snowflake_portable.config;
-    RETURN snowflake_portable.pair_to_id(snowflake_portable.issue(1, c), c);
+    SELECT snowflake_portable.pair_to_id(i.first, i.node_id, c) INTO id FROM snowflake_portable.issue(1, c) i;
+    RETURN id;
 END
 $$;
 
@@ -482,7 +751,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c snowflake_portable.config;
-    first bigint;
+    i record;
     bound bigint;
 BEGIN
     SELECT * INTO c FROM snowflake_portable.config;
@@ -493,8 +762,8 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = format('Ask for 1 to %s IDs at once (what fits in max_clock_drift_ms + 1 milliseconds, at most 10^8).', bound);
     END IF;
-    first := snowflake_portable.issue(n, c);
-    RETURN ARRAY(SELECT snowflake_portable.pair_to_id(p, c) FROM generate_series(first, first + n - 1) p);
+    SELECT * INTO i FROM snowflake_portable.issue(n, c);
+    RETURN ARRAY(SELECT snowflake_portable.pair_to_id(p, i.node_id, c) FROM generate_series(i.first, i.first + n - 1) p);
 END
 $$;
 

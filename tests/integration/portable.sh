@@ -79,7 +79,7 @@ pass "a plain role issues IDs (defaults, batches) with node 7 and the time of th
 expect_error app_user 42501 "SELECT nextval('snowflake_portable.pair')"
 expect_error app_user 42501 "SELECT setval('snowflake_portable.pair', 1)"
 expect_error app_user 42501 "UPDATE snowflake_portable.config SET node_id = 8"
-expect_error app_user 42501 "SELECT snowflake_portable.reserve(1, 0, false, 0, 10, 12, 5000)"
+expect_error app_user 42501 "SELECT snowflake_portable.reserve(1, 0, false, 0, 10, 12, 5000, false, NULL)"
 expect_error app_user 42501 "SELECT pg_advisory_unlock_all(), setval('snowflake_portable.guard', 0)"
 pass "a plain role can touch neither the sequences nor the configuration nor the internal functions"
 

@@ -26,7 +26,7 @@
 # millisecond and a drift limit of a minute (the batches drive the pair
 # ahead of the clock, so a batch reserves from the pair, not from the
 # clock, and overlaps what others take meanwhile), 10 s each: with the
-# guard no ID twice; without it (the guard's three lines removed: the
+# guard no ID twice; without it (the guard's four lines removed: the
 # mutant) some ID twice, or this test could not see what the guard is for.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -121,7 +121,7 @@ pass "every ID has node $NODE_ID and a time within the drift limit; ${jumps:-?} 
 # also without the guard's lines.
 widened() {
   [ "$(grep -c -- "-- the reserve's take" "$SQL_FILE")" = 1 ] || fail "the reserve's take is not the one line this test marks"
-  [ "$(grep -c -- '-- guard: ' "$SQL_FILE")" = 3 ] || fail "the guard's lines are not the three this test removes"
+  [ "$(grep -c -- '-- guard: ' "$SQL_FILE")" = 4 ] || fail "the guard's lines are not the four this test removes"
   sed "s/-- the reserve's take\$/PERFORM pg_sleep(0.0005);/" "$SQL_FILE" |
     if [ "$1" = no ]; then grep -v -- '-- guard: '; else cat; fi
 }

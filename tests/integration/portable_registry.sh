@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The portable edition claims its node id from the registry through dblink,
+# in one fleet with an extension server, both writing at once:
+#   - the portable server claims a node id of its own (not the extension
+#     server's), renews it from its calls (a 3 s grant, 12 s of writes),
+#     and every ID it issues lies inside one of its own grants
+#     (snowflake_registry.grants), as every extension ID in the extension
+#     server's;
+#   - restarted, it claims again (a new claim; the old one is never
+#     renewed from another incarnation), and issues above what it issued;
+#   - the registry paused (SIGSTOP) for longer than a grant: calls go on
+#     until the grant ends, then fail with the connection's SQLSTATE and
+#     take nothing; resumed, they issue again;
+#   - split brain: a standby of the portable server promoted while the
+#     portable server still writes claims a node id of its own, and both
+#     write at once;
+#   - no ID twice in the fleet.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=lib_registry.sh
+. "$(dirname "$0")/lib_registry.sh"
+
+SQL_FILE=$ROOT/portable/snowflake_id_portable.sql
+# A role that signs in with a password: dblink requires one of a role that
+# is not a superuser.
+psql_on reg -c "CREATE ROLE portable_node LOGIN PASSWORD 'portable-secret'; GRANT snowflake_registry_client TO portable_node"
+hba=$(cluster_dir reg)/pg_hba.conf
+{ echo "host all portable_node 127.0.0.1/32 scram-sha-256"; cat "$hba"; } >"$SF_WORK/hba" && as_pg cp "$SF_WORK/hba" "$hba"
+psql_on reg -c "SELECT pg_reload_conf()" -c "CREATE TABLE issued (id bigint, port int)" >/dev/null
+
+node_init n1
+cluster_start n1
+make_table n1
+
+port=$(free_port)
+cluster_init p1 "$port" "shared_preload_libraries = ''"
+cluster_start p1
+psql_on p1 <<'SQL'
+CREATE ROLE app_owner LOGIN NOSUPERUSER;
+CREATE DATABASE app OWNER app_owner;
+\c app
+CREATE EXTENSION dblink;
+SQL
+owner() { psql_on p1 -U app_owner -d app "$@"; }
+owner -f "$SQL_FILE" >/dev/null
+owner <<SQL
+UPDATE snowflake_portable.config SET registry_fleet = 'default', registry_grant_ms = $GRANT_MS;
+INSERT INTO snowflake_portable.registry_connection (conninfo)
+VALUES ('host=127.0.0.1 port=$(cluster_port reg) dbname=postgres user=portable_node password=portable-secret connect_timeout=2');
+CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next());
+SQL
+pass "the portable server (no superuser, no preload) is set to claim from the registry"
+
+# p1_issue N: N IDs on p1 (recorded, as lib_registry's issue does).
+p1_issue() {
+  local out
+  out=$(owner -At -c "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, $1) RETURNING id") || return 1
+  { flock 9; echo "$out" >>"$IDS"; record_issuer p1 <<<"$out"; } 9>"$SF_WORK/record.lock"
+}
+# p1_writer MS: 20 IDs every 20 ms for MS ms; the time of each success to
+# $SF_WORK/p1.ok, failures to $SF_WORK/p1.err.
+p1_writer() {
+  local end=$(( $(now_ms) + $1 ))
+  while [ "$(now_ms)" -lt "$end" ]; do
+    if p1_issue 20 2>>"$SF_WORK/p1.err"; then now_ms >>"$SF_WORK/p1.ok"; fi
+    sleep 0.02
+  done
+}
+# in_grants: every recorded ID lies in a grant to the server that issued it.
+in_grants() {
+  local outside
+  psql_on reg -c "TRUNCATE issued" >/dev/null
+  psql_on reg -c "\\copy issued FROM '$ISSUED_BY'"
+  outside=$(sql_value reg "
+    SELECT count(*) FROM issued i
+    WHERE NOT EXISTS (
+      SELECT FROM snowflake_registry.grants g, snowflake_registry.fleets f
+      WHERE f.fleet = 'default' AND g.fleet = 'default'
+        AND g.node_id = (i.id >> f.sequence_bits) & ((1 << f.node_bits) - 1)
+        AND g.floor_ms < i.id >> (f.node_bits + f.sequence_bits) AND i.id >> (f.node_bits + f.sequence_bits) <= g.until_ms
+        AND g.port = i.port)")
+  [ "$outside" = 0 ] || fail "$1: $outside IDs outside every grant to the server that issued them"
+  pass "$1: every one of $(sql_value reg "SELECT count(*) FROM issued") IDs inside a grant to its server"
+}
+
+p1_issue 1 || fail "the first call on the portable server failed: $(cat "$SF_WORK/p1.err" 2>/dev/null)"
+node_p1=$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")
+node_n1=$(node_of n1)
+[ "$node_p1" != "$node_n1" ] || fail "the portable server and the extension server both have node id $node_p1"
+holder=$(sql_value reg "SELECT data_directory FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
+[ "$holder" = "portable:app" ] || fail "node id $node_p1 is held by '$holder', not the portable database"
+pass "claimed node id $node_p1 (the extension server has $node_n1)"
+
+# 12 s of writes on both: four grants' worth, renewed by the calls.
+claims_before=$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE data_directory = 'portable:app'")
+timed_writer n1 12000 &
+w1=$!
+p1_writer 12000
+wait "$w1"
+[ ! -s "$SF_WORK/p1.err" ] || fail "calls failed on the portable server while the registry ran: $(head -3 "$SF_WORK/p1.err")"
+claims=$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE data_directory = 'portable:app'")
+[ "$claims" = "$claims_before" ] || fail "the portable server claimed again ($claims claims) instead of renewing"
+until_ms=$(sql_value reg "SELECT until_ms - floor_ms FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
+[ "$until_ms" -gt 9000 ] || fail "the grant was not renewed past 9 s of IDs ($until_ms ms)"
+no_duplicates "12 s of writes on both"
+in_grants "12 s of writes on both"
+
+# A restart: a new claim, IDs above the earlier ones.
+last=$(owner -At -c "SELECT max(id) FROM t")
+(cd / && as_pg "$PG_BIN/pg_ctl" -D "$(cluster_dir p1)" -m fast -w restart -l "$(cluster_log p1)" >/dev/null)
+p1_issue 5 || fail "the portable server did not issue after its restart: $(tail -3 "$SF_WORK/p1.err")"
+first=$(owner -At -c "SELECT min(id) FROM t WHERE id > $last")
+claims=$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE data_directory = 'portable:app'")
+[ "$claims" = $((claims_before + 1)) ] || fail "after the restart: $claims claims, not one more"
+[ "$(owner -At -c "SELECT count(*) FROM t WHERE id > $last")" = 5 ] || fail "after the restart IDs went below the earlier ones"
+pass "restarted: a new claim (node id $(owner -At -c "SELECT snowflake_node($first)")), IDs above the earlier ones"
+
+# The registry paused for 3 grants and 5 s: calls go on until the grant ends, then
+# fail and take nothing; resumed, they issue again.
+: >"$SF_WORK/p1.err"
+reg_pid=$(head -1 "$(cluster_dir reg)/postmaster.pid")
+kill -STOP "$reg_pid"; pkill -STOP -P "$reg_pid"
+paused_at=$(now_ms)
+p1_writer $((3 * GRANT_MS + 5000))
+kill -CONT "$reg_pid"; pkill -CONT -P "$reg_pid"
+grep -q "could not establish connection\|could not be reached" "$SF_WORK/p1.err" ||
+  fail "with the registry paused past the grant, no call failed on the connection: $(head -3 "$SF_WORK/p1.err")"
+# (Calls succeed until the IDs reach the grant: a grant is in ID time, and
+# after the restart the IDs run up to max_clock_drift_ms, 5 s, ahead of the
+# clock, so that is at most a grant plus 5 s after the last renewal, plus a
+# connection attempt's 2 s. in_grants below checks that no ID lies past
+# the grant.)
+last_ok=$(tail -1 "$SF_WORK/p1.ok")
+[ "$last_ok" -le $((paused_at + GRANT_MS + 5000 + 2500)) ] ||
+  fail "calls succeeded $((last_ok - paused_at)) ms after the registry was paused, past the grant"
+for _ in $(seq 1 100); do p1_issue 1 2>/dev/null && break; sleep 0.1; done
+p1_issue 1 || fail "the portable server did not issue after the registry came back"
+pass "the registry paused: IDs until the grant ended, then errors; resumed, IDs again"
+
+# Split brain: a standby promoted while its primary still runs and writes.
+cluster_basebackup s1 "$(free_port)" p1
+cluster_start s1
+wait_for_replay s1 p1
+promote s1
+s1_issue() {
+  local out
+  out=$(psql_on s1 -U app_owner -d app -At -c "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20) RETURNING id") || return 1
+  { flock 9; echo "$out" >>"$IDS"; record_issuer s1 <<<"$out"; } 9>"$SF_WORK/record.lock"
+}
+p1_writer 4000 &
+w1=$!
+for _ in $(seq 1 100); do s1_issue 2>>"$SF_WORK/s1.err" || true; sleep 0.02; done
+wait "$w1"
+node_s1=$(psql_on s1 -d app -At -c "SELECT snowflake_node(max(id)) FROM t")
+node_p1=$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")
+[ "$node_s1" != "$node_p1" ] || fail "the promoted standby issues with its primary's node id $node_p1"
+[ "$(psql_on s1 -d app -At -c "SELECT count(*) FROM t WHERE snowflake_node(id) = $node_s1")" -ge 1000 ] ||
+  fail "the promoted standby issued too few IDs: $(head -3 "$SF_WORK/s1.err")"
+pass "split brain: the promoted standby claimed node id $node_s1, its primary writes on with $node_p1"
+no_duplicates "the whole run"
+in_grants "the whole run"
