@@ -506,12 +506,14 @@ DECLARE
     failed_state text;
     recent_failure bool := false;
 BEGIN
-    IF p_wait THEN
-        PERFORM pg_advisory_lock(1936617321, 2);
-    ELSIF NOT pg_try_advisory_lock(1936617321, 2) THEN
-        RETURN;
-    END IF;
     BEGIN
+        -- (Taken inside the block, so that a cancel right after it still
+        -- reaches the handler that lets it go.)
+        IF p_wait THEN
+            PERFORM pg_advisory_lock(1936617321, 2);
+        ELSIF NOT pg_try_advisory_lock(1936617321, 2) THEN
+            RETURN;
+        END IF;
         word := coalesce(pg_sequence_last_value('snowflake_portable.grant_word'), 0);
         now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
         IF p_wait AND word >> c.node_bits < p_ms
@@ -556,7 +558,7 @@ BEGIN
                 c.registry_fleet, c.epoch_unix_ms, c.node_bits, c.sequence_bits,
                 coalesce(c.node_id::text, 'NULL'), CASE WHEN word <> 0 THEN (word & node_mask)::text ELSE 'NULL' END,
                 token, coalesce(host(inet_server_addr()), 'local'), coalesce(inet_server_port(), 0),
-                'portable:' || current_database(), greatest(now_ms, 0), c.registry_grant_ms),
+                'portable:' || current_database(), greatest(now_ms, p_ms, 0), c.registry_grant_ms),
                 'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint');
             IF r.node_id NOT BETWEEN 0 AND node_mask OR r.until_ms < r.floor_ms THEN
                 RAISE EXCEPTION 'snowflake_id: the registry''s answer to a claim is not one it can give (node id %, floor %, until %)',
@@ -572,7 +574,11 @@ BEGIN
         END IF;
         PERFORM pg_advisory_unlock(1936617321, 2);
     EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM pg_advisory_unlock(1936617321, 2);
+        IF EXISTS (SELECT FROM pg_locks l
+                   WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
+                     AND l.classid = 1936617321 AND l.objid = 2 AND l.objsubid = 2) THEN
+            PERFORM pg_advisory_unlock(1936617321, 2);
+        END IF;
         GET STACKED DIAGNOSTICS failed_state = RETURNED_SQLSTATE;
         IF failed_state LIKE '08%' AND NOT recent_failure THEN
             PERFORM setval('snowflake_portable.registry_failed_at', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
