@@ -11,6 +11,8 @@
 #   - the registry paused (SIGSTOP) for longer than a grant: calls go on
 #     until the grant ends, then fail with the connection's SQLSTATE and
 #     take nothing; resumed, they issue again;
+#   - a crash (kill -9) while writing, and its clock stepped back 2 s: it
+#     claims again and issues on, inside its grants;
 #   - split brain: a standby of the portable server promoted while the
 #     portable server still writes claims a node id of its own, and both
 #     write at once;
@@ -22,6 +24,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib_registry.sh"
 
 SQL_FILE=$ROOT/portable/snowflake_id_portable.sql
+faketime_init
 # A role that signs in with a password: dblink requires one of a role that
 # is not a superuser.
 psql_on reg -c "CREATE ROLE portable_node LOGIN PASSWORD 'portable-secret'; GRANT snowflake_registry_client TO portable_node"
@@ -35,7 +38,7 @@ make_table n1
 
 port=$(free_port)
 cluster_init p1 "$port" "shared_preload_libraries = ''"
-cluster_start p1
+cluster_start_faked p1
 psql_on p1 <<'SQL'
 CREATE ROLE app_owner LOGIN NOSUPERUSER;
 CREATE DATABASE app OWNER app_owner;
@@ -108,7 +111,8 @@ in_grants "12 s of writes on both"
 
 # A restart: a new claim, IDs above the earlier ones.
 last=$(owner -At -c "SELECT max(id) FROM t")
-(cd / && as_pg "$PG_BIN/pg_ctl" -D "$(cluster_dir p1)" -m fast -w restart -l "$(cluster_log p1)" >/dev/null)
+cluster_stop p1
+cluster_start_faked p1
 p1_issue 5 || fail "the portable server did not issue after its restart: $(tail -3 "$SF_WORK/p1.err")"
 first=$(owner -At -c "SELECT min(id) FROM t WHERE id > $last")
 claims=$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE data_directory = 'portable:app'")
@@ -137,6 +141,21 @@ last_ok=$(tail -1 "$SF_WORK/p1.ok")
 for _ in $(seq 1 100); do p1_issue 1 2>/dev/null && break; sleep 0.1; done
 p1_issue 1 || fail "the portable server did not issue after the registry came back"
 pass "the registry paused: IDs until the grant ended, then errors; resumed, IDs again"
+
+# A crash while writing, then the clock 2 s behind (within the drift limit).
+p1_writer 3000 &
+w1=$!
+sleep 1.5
+cluster_kill9 p1
+wait "$w1"
+cluster_start_faked p1
+clock_set -2
+: >"$SF_WORK/p1.err"
+p1_writer 3000
+[ ! -s "$SF_WORK/p1.err" ] || fail "after the crash, with the clock 2 s behind, calls failed: $(head -3 "$SF_WORK/p1.err")"
+clock_set +0
+no_duplicates "a crash and the clock 2 s behind"
+in_grants "a crash and the clock 2 s behind"
 
 # Split brain: a standby promoted while its primary still runs and writes.
 cluster_basebackup s1 "$(free_port)" p1
