@@ -106,6 +106,19 @@ claims=$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE dat
 [ "$claims" = "$claims_before" ] || fail "the portable server claimed again ($claims claims) instead of renewing"
 until_ms=$(sql_value reg "SELECT until_ms - floor_ms FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
 [ "$until_ms" -gt 9000 ] || fail "the grant was not renewed past 9 s of IDs ($until_ms ms)"
+# snowflake_portable.renew() (what a pg_cron job calls) raises the grant.
+# (Once it is due: less than half the grant left.)
+for _ in $(seq 1 100); do
+  [ "$(sql_value reg "SELECT n.until_ms - snowflake_registry.now_ms(f.epoch_unix_ms) < $GRANT_MS / 2
+                      FROM snowflake_registry.node_ids n JOIN snowflake_registry.fleets f USING (fleet)
+                      WHERE n.fleet = 'default' AND n.node_id = $node_p1")" = t ] && break
+  sleep 0.1
+done
+before_until=$(sql_value reg "SELECT until_ms FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
+owner -c "SELECT snowflake_portable.renew()" >/dev/null
+after_until=$(sql_value reg "SELECT until_ms FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
+[ "$after_until" -gt "$before_until" ] || fail "snowflake_portable.renew() did not raise the grant ($before_until, then $after_until)"
+pass "snowflake_portable.renew() raised the grant by $((after_until - before_until)) ms"
 no_duplicates "12 s of writes on both"
 in_grants "12 s of writes on both"
 
