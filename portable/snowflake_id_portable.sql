@@ -74,17 +74,25 @@
 -- a promotion the lease is at least every committed ID's time.
 --
 -- IDs handed out in a transaction that never committed (a client that
--- kept an ID its transaction lost) may be above the recovered lease. So
--- the first call of each session compares pg_postmaster_start_time() with
--- the one recorded in the sequence snowflake_portable.incarnation; when
--- they differ (a restart; on a promoted standby, the primary's time came
--- with the WAL) it reserves past the lease and past every time the
--- previous incarnation could have issued: its IDs were at most
--- max_clock_drift_ms ahead of a clock that has not yet passed this call's.
--- That second bound needs the clock not to have stepped back across the
--- restart; and with a fixed node id nothing can stop an old primary that
--- still runs (split brain).
---
+-- kept an ID its transaction lost) may be above the recovered lease. Two
+-- checks find every such loss, and move the pair past the lease and past
+-- every time the previous holder of the pair could have issued (its IDs
+-- were at most max_clock_drift_ms ahead of a clock that has not yet passed
+-- this call's):
+--   * a reserve that finds the pair never taken (NULL) while the lease
+--     holds a time: a crash reset it, in place (one backend died, the
+--     postmaster stayed) or not, or a promotion, or a base backup;
+--   * every call compares the incarnation (a hash of the database's name
+--     and pg_postmaster_start_time()) with the one recorded in the
+--     sequence snowflake_portable.incarnation: a restart, a promotion (the
+--     primary's record came with the WAL), a copy of the database (CREATE
+--     DATABASE ... TEMPLATE, a dump restored elsewhere) or of the data
+--     directory differ. With a registry a new incarnation also claims
+--     again: a copy must not issue under its original's node id.
+-- The jump needs the clock not to have stepped back across the restart;
+-- and with a fixed node id nothing can stop an old primary that still runs
+-- (split brain), nor a copy that keeps its original's node id.
+
 -- # Node ids from a registry
 --
 -- With registry_fleet set, the node id is claimed from the registry
@@ -96,14 +104,26 @@
 -- above the claim's floor. No ID is issued past until_ms: a call whose
 -- pair would be beyond renews first (and fails, taking nothing, when the
 -- registry cannot be reached); a call with half the grant left renews if
--- no other session is. A claim is made with a new token in each
--- incarnation and never renewed from another (a promoted standby, a
--- restart, a copy of the data directory all claim anew), so two servers
--- never share a claim.
+-- no other session is (on the reserve path too). A claim is made with a
+-- new token in each incarnation and never renewed from another (a
+-- promoted standby, a restart, a copy of the database or of the data
+-- directory all claim anew), so two servers never share a claim; a claim
+-- whose answer was lost is retried with its token (the registry answers
+-- the same claim). A claim a fence ended (the registry was restored or
+-- failed over) is resumed when the registry allows it, as the extension's
+-- worker does, and claimed again when not. Every registry call runs on a
+-- dblink connection of its own, polled: it ends after registry_timeout_ms
+-- (and a cancel or statement_timeout ends it sooner), so a registry that
+-- stalls holds no lock for longer.
 --
 -- Advisory locks: RESERVE_LOCK, pg_advisory_lock(1936617321, 1) ('snow',
 -- 1), and the registry lock, (1936617321, 2), per database like the
--- sequences; an application must not use them.
+-- sequences; an application must not use them. Any role may take an
+-- advisory lock (pg_advisory_lock is granted to PUBLIC), so any role that
+-- can connect can stall snowflake_next() by holding one: calls then wait
+-- as for any lock, within lock_timeout and statement_timeout.
+--
+-- A call in a READ ONLY transaction fails (nextval() writes), with 25006.
 
 BEGIN;
 SET LOCAL client_min_messages = warning;
@@ -182,9 +202,13 @@ CREATE TABLE IF NOT EXISTS snowflake_portable.config (
 -- Node ids from a registry (registry/snowflake_registry.sql) through
 -- dblink: the fleet (NULL: no registry, node_id is the node id) and how far
 -- ahead each claim and renewal grants it.
+-- (An earlier version's pair_to_id() had a body that depends on the row
+-- type and so forbids a new column: dropped, made again below.)
+DROP FUNCTION IF EXISTS snowflake_portable.pair_to_id(bigint, int, snowflake_portable.config);
 ALTER TABLE snowflake_portable.config
     ADD COLUMN IF NOT EXISTS registry_fleet text,
-    ADD COLUMN IF NOT EXISTS registry_grant_ms bigint NOT NULL DEFAULT 30000;
+    ADD COLUMN IF NOT EXISTS registry_grant_ms bigint NOT NULL DEFAULT 30000,
+    ADD COLUMN IF NOT EXISTS registry_timeout_ms bigint NOT NULL DEFAULT 5000;
 INSERT INTO snowflake_portable.config DEFAULT VALUES ON CONFLICT DO NOTHING;
 
 -- The registry's connection string: a password in it is what dblink needs
@@ -207,14 +231,18 @@ CREATE SEQUENCE IF NOT EXISTS snowflake_portable.lease AS bigint MINVALUE 0 STAR
 -- With a registry: the grant in force, (until_ms << node_bits) | node_id,
 -- changed only under the registry lock (a new node id also inside a
 -- reserve's guard); the claim's number, its token (two random 60-bit
--- halves) and the incarnation it was made in. Unlogged: a restart, a crash
--- or a promotion claims again (a copy of a data directory must not renew
--- its original's claim).
+-- halves), the incarnation it was made in, the incarnation of a token
+-- whose claim has not been answered yet (0 once it was: a retry repeats
+-- it), and its floor. Unlogged: a crash or a promotion claims again (a copy of a data
+-- directory must not renew its original's claim).
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.grant_word AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_id AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_a AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_b AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_incarnation AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_pending AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+-- The first millisecond the claim in force may issue in (its floor + 1).
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_floor AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 -- When the registry last failed to answer (ms since 1970): calls that wait
 -- for a renewal within a second of a failure fail at once instead of each
 -- waiting out its own connection attempt.
@@ -223,7 +251,27 @@ CREATE SEQUENCE IF NOT EXISTS snowflake_portable.incarnation AS bigint MINVALUE 
 REVOKE ALL ON SEQUENCE snowflake_portable.pair, snowflake_portable.guard,
     snowflake_portable.lease, snowflake_portable.incarnation, snowflake_portable.grant_word,
     snowflake_portable.claim_id, snowflake_portable.token_a, snowflake_portable.token_b,
-    snowflake_portable.claim_incarnation, snowflake_portable.registry_failed_at FROM PUBLIC;
+    snowflake_portable.claim_incarnation, snowflake_portable.token_pending,
+    snowflake_portable.claim_floor, snowflake_portable.registry_failed_at FROM PUBLIC;
+
+-- Whether this session holds the advisory lock (1936617321, p_lock): an
+-- exception handler lets it go only then (not while it was waited for).
+CREATE OR REPLACE FUNCTION snowflake_portable.holds_lock(p_lock int)
+RETURNS bool
+LANGUAGE sql VOLATILE
+AS $$
+SELECT EXISTS (SELECT FROM pg_catalog.pg_locks l
+               WHERE l.locktype = 'advisory' AND l.pid = pg_catalog.pg_backend_pid() AND l.granted
+                 AND l.classid = 1936617321 AND l.objid = p_lock AND l.objsubid = 2)
+$$;
+
+-- What an exception handler does with the lock it may hold.
+CREATE OR REPLACE FUNCTION snowflake_portable.release_if_held(p_lock int)
+RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+SELECT pg_catalog.pg_advisory_unlock(1936617321, p_lock) WHERE snowflake_portable.holds_lock(p_lock)
+$$;
 
 CREATE OR REPLACE FUNCTION snowflake_portable.check_config()
 RETURNS trigger
@@ -248,6 +296,10 @@ BEGIN
         RAISE EXCEPTION 'snowflake_id: registry_grant_ms % is out of range', NEW.registry_grant_ms
             USING ERRCODE = '22023', HINT = 'Give 1000 to 3600000 milliseconds (the default: 30000).';
     END IF;
+    IF NEW.registry_timeout_ms IS NULL OR NEW.registry_timeout_ms NOT BETWEEN 100 AND 600000 THEN
+        RAISE EXCEPTION 'snowflake_id: registry_timeout_ms % is out of range', NEW.registry_timeout_ms
+            USING ERRCODE = '22023', HINT = 'Give 100 to 600000 milliseconds (the default: 5000).';
+    END IF;
     IF NEW.max_clock_drift_ms IS NULL OR NEW.max_clock_drift_ms NOT BETWEEN 0 AND 3600000 THEN
         RAISE EXCEPTION 'snowflake_id: max_clock_drift_ms % is out of range', NEW.max_clock_drift_ms
             USING ERRCODE = '22023', HINT = 'Give 0 to 3600000 milliseconds (the default: 5000).';
@@ -255,6 +307,10 @@ BEGIN
     NEW.epoch_unix_ms := snowflake_portable.parse_epoch(NEW.epoch);
     IF TG_OP = 'UPDATE' AND (NEW.registry_fleet, NEW.node_id) IS DISTINCT FROM (OLD.registry_fleet, OLD.node_id) THEN
         -- Another fleet or another node id to claim: the next call claims.
+        -- (The registry lock, to the end of this transaction: a renewal
+        -- under way would install the old claim's grant over the 0, and
+        -- one after reads the configuration committed.)
+        PERFORM pg_advisory_xact_lock(1936617321, 2);
         PERFORM setval('snowflake_portable.grant_word', 0);
     END IF;
     IF NEW.epoch_unix_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint THEN
@@ -277,17 +333,46 @@ $$;
 CREATE OR REPLACE TRIGGER check_config BEFORE INSERT OR UPDATE ON snowflake_portable.config
     FOR EACH ROW EXECUTE FUNCTION snowflake_portable.check_config();
 
+-- The error of a call whose next ID (at p_ms) lies further ahead of the
+-- clock than the drift limit plus 200 ms allows: the clock stepped back
+-- (58000), or, with a registry, a new claim's floor lies ahead (55000: a
+-- wait, as the extension's).
+CREATE OR REPLACE FUNCTION snowflake_portable.fail_ahead(p_ms bigint, p_now_ms bigint, p_epoch_unix_ms bigint,
+    p_max_drift_ms bigint, p_registry bool)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_registry AND p_ms <= coalesce(pg_sequence_last_value('snowflake_portable.claim_floor'), -1) THEN
+        RAISE EXCEPTION 'snowflake_id: the node id claimed from the registry may issue only above a floor % ms ahead of the clock', p_ms - p_now_ms
+            USING ERRCODE = '55000',
+                  DETAIL = format('The floor is %s.', to_timestamp((p_ms + p_epoch_unix_ms) / 1000.0)),
+                  HINT = 'This database claimed its node id again after the registry ended its claim (a fence after the registry was restored or failed over, a pause past the grant): it issues only above every ID an earlier holder may have issued. Wait until then, or set node_id to NULL so that a free node id is claimed.';
+    END IF;
+    RAISE EXCEPTION 'snowflake_id: the clock is % ms behind the last issued ID, more than max_clock_drift_ms (% ms) allows',
+        p_ms - p_now_ms, p_max_drift_ms
+        USING ERRCODE = '58000',
+              DETAIL = format('The last issued ID''s time is %s.', to_timestamp((p_ms + p_epoch_unix_ms) / 1000.0)),
+              HINT = 'The clock stepped back (fix its time source), or raise snowflake_portable.config.max_clock_drift_ms to issue ahead of it.';
+END
+$$;
+
 -- Reserves `p_count` pairs above the clock, `p_floor_ms` and every value
 -- taken so far, under the guard (see the header); `first` is the first,
 -- NULL when `p_only_if_behind` and the pair is no longer behind the clock
 -- or the floor (another reserve moved it: take again). p_count 0 only moves
--- the pair. A call that finds the guard odd comes here to wait.
+-- the pair. A call that finds the guard odd comes here to wait. A batch
+-- that would span more than max_clock_drift_ms milliseconds from where the
+-- pair stands starts at the next millisecond instead (the rest of this one
+-- is a gap), so that every batch within the bound fits.
 -- With a registry (p_registry): `word` is the grant in force inside the
 -- guard, whose node id the range is issued under; a range it does not
 -- cover takes nothing and returns `word` -1 (renew, then reserve again).
 -- p_new_word, when given, is installed inside the guard, after the pair
--- has moved to p_floor_ms: a new claim's node id is never seen with a pair
--- below its floor.
+-- has moved to p_floor_ms and to the next millisecond (a new node id may
+-- be smaller: IDs stay in issue order): a new claim's node id is never
+-- seen with a pair below its floor.
 CREATE OR REPLACE FUNCTION snowflake_portable.reserve(
     p_count bigint, p_floor_ms bigint, p_only_if_behind bool,
     p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int, p_max_drift_ms bigint,
@@ -299,6 +384,7 @@ DECLARE
     w bigint;
     base bigint;
     now_ms bigint;
+    lease_ms bigint;
     first_ms bigint;
     end_ms bigint;
     time_limit bigint := 1::bigint << (63 - p_node_bits - p_sequence_bits);
@@ -306,12 +392,17 @@ BEGIN
     LOOP
         BEGIN
             PERFORM pg_advisory_lock(1936617321, 1);
-            -- A reserve that died half way (its session ended inside it)
-            -- left the guard odd; the pair is above every value kept.
-            IF coalesce(pg_sequence_last_value('snowflake_portable.guard'), 0) % 2 = 1 THEN
+            IF pg_sequence_last_value('snowflake_portable.guard') IS NULL THEN
+                -- Never taken (an install, or a crash reset it): its first
+                -- nextval() gives 0, which a call reads as it reads NULL;
+                -- take it now, so that the step below changes the value.
+                PERFORM nextval('snowflake_portable.guard');
+            ELSIF pg_sequence_last_value('snowflake_portable.guard') % 2 = 1 THEN
+                -- A reserve that died half way (its session ended inside
+                -- it) left the guard odd; the pair is above every value kept.
                 PERFORM nextval('snowflake_portable.guard');
             END IF;
-            now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - p_epoch_unix_ms;
+            now_ms := floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - p_epoch_unix_ms;
             IF p_only_if_behind
                AND coalesce(pg_sequence_last_value('snowflake_portable.pair'), -1) >> p_sequence_bits
                    >= greatest(now_ms, p_floor_ms) THEN
@@ -319,10 +410,30 @@ BEGIN
                 RETURN;
             END IF;
             PERFORM nextval('snowflake_portable.guard');  -- guard: odd
+            IF pg_sequence_last_value('snowflake_portable.pair') IS NULL THEN
+                lease_ms := pg_sequence_last_value('snowflake_portable.lease');
+                IF lease_ms IS NOT NULL THEN
+                    -- IDs were issued and the pair is gone: a crash (in
+                    -- place, or of the whole server) or a promotion reset
+                    -- it. Past the lease and every time it could have
+                    -- reached (see the header).
+                    PERFORM setval('snowflake_portable.pair',
+                        ((greatest(lease_ms, now_ms + p_max_drift_ms) + 1) << p_sequence_bits) - 1);
+                END IF;
+            END IF;
             w := nextval('snowflake_portable.pair');  -- the reserve's take
+            IF p_new_word IS NOT NULL THEN
+                p_floor_ms := greatest(p_floor_ms, (w >> p_sequence_bits) + 1);
+            END IF;
             base := greatest(w, (greatest(now_ms, p_floor_ms) << p_sequence_bits) - 1);
             first_ms := (base + 1) >> p_sequence_bits;
             end_ms := (base + greatest(p_count, 1)) >> p_sequence_bits;
+            IF p_count > 1 AND end_ms - first_ms > p_max_drift_ms THEN
+                -- From the next millisecond's first pair.
+                base := ((first_ms + 1) << p_sequence_bits) - 1;
+                first_ms := first_ms + 1;
+                end_ms := (base + p_count) >> p_sequence_bits;
+            END IF;
             IF end_ms >= time_limit THEN
                 RAISE EXCEPTION 'snowflake_id: the time field is used up'
                     USING ERRCODE = '54000',
@@ -344,12 +455,8 @@ BEGIN
                 PERFORM nextval('snowflake_portable.guard');  -- guard: even
                 PERFORM pg_advisory_unlock(1936617321, 1);
                 IF (w >> p_sequence_bits) - now_ms > p_max_drift_ms + 200 THEN
-                    RAISE EXCEPTION 'snowflake_id: the clock is % ms behind the last issued ID, more than max_clock_drift_ms (% ms) allows',
-                        (w >> p_sequence_bits) - now_ms, p_max_drift_ms
-                        USING ERRCODE = '58000',
-                              DETAIL = format('The last issued ID''s time is %s.',
-                                              to_timestamp(((w >> p_sequence_bits) + p_epoch_unix_ms) / 1000.0)),
-                              HINT = 'The clock stepped back (fix its time source), or raise snowflake_portable.config.max_clock_drift_ms to issue ahead of it.';
+                    PERFORM snowflake_portable.fail_ahead(w >> p_sequence_bits, now_ms, p_epoch_unix_ms,
+                                                          p_max_drift_ms, p_registry);
                 END IF;
                 IF end_ms - first_ms > p_max_drift_ms THEN
                     RAISE EXCEPTION 'snowflake_id: a batch of % IDs spans % ms, more than max_clock_drift_ms (% ms) allows',
@@ -375,13 +482,17 @@ BEGIN
             RETURN;
         EXCEPTION WHEN OTHERS OR query_canceled THEN
             -- Inside the lock (not while waiting for it): leave the guard
-            -- even and the lock free, then fail as asked.
-            IF EXISTS (SELECT FROM pg_locks l
-                       WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
-                         AND l.classid = 1936617321 AND l.objid = 1 AND l.objsubid = 2) THEN
-                IF coalesce(pg_sequence_last_value('snowflake_portable.guard'), 0) % 2 = 1 THEN
-                    PERFORM nextval('snowflake_portable.guard');
-                END IF;
+            -- even if it can be (in a READ ONLY transaction it cannot: the
+            -- next reserve makes it even) and the lock free, then fail as
+            -- asked.
+            IF snowflake_portable.holds_lock(1) THEN
+                BEGIN
+                    IF pg_sequence_last_value('snowflake_portable.guard') % 2 = 1 THEN
+                        PERFORM nextval('snowflake_portable.guard');
+                    END IF;
+                EXCEPTION WHEN OTHERS OR query_canceled THEN
+                    NULL;
+                END;
                 PERFORM pg_advisory_unlock(1936617321, 1);
             END IF;
             RAISE;
@@ -406,57 +517,64 @@ BEGIN
     END IF;
     PERFORM pg_advisory_unlock(1936617321, 1);
 EXCEPTION WHEN OTHERS OR query_canceled THEN
-    IF EXISTS (SELECT FROM pg_locks l
-               WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
-                 AND l.classid = 1936617321 AND l.objid = 1 AND l.objsubid = 2) THEN
-        PERFORM pg_advisory_unlock(1936617321, 1);
-    END IF;
+    PERFORM snowflake_portable.release_if_held(1);
     RAISE;
 END
 $$;
 
--- What the first call of a session checks (see the header): not a standby,
--- a node id, and the restart or promotion since IDs were last issued.
-CREATE OR REPLACE FUNCTION snowflake_portable.start_session(c snowflake_portable.config)
+-- This incarnation: the database (by name: a copy has another; two
+-- databases of one server never share one) and the server's start. The
+-- same in every session (no setting of the session's enters it).
+CREATE OR REPLACE FUNCTION snowflake_portable.incarnation()
+RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN hashtextextended(current_database()::text COLLATE "C",
+                        (date_part('epoch', pg_postmaster_start_time()) * 1000000)::bigint)
+       & 9223372036854775807;
+
+-- What a call does when the incarnation recorded is not this one (see the
+-- header): past the lease and every time the previous incarnation could
+-- have issued; with a registry, a new claim. Under the registry lock, so
+-- that no claim made in this incarnation is forgotten by a late second
+-- session.
+CREATE OR REPLACE FUNCTION snowflake_portable.new_incarnation(c snowflake_portable.config, p_incarnation bigint)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started bigint := (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint;
     now_ms bigint;
     lease_ms bigint;
 BEGIN
-    IF pg_is_in_recovery() THEN
-        RAISE EXCEPTION 'snowflake_id: IDs are not issued on a standby'
-            USING ERRCODE = '25006',
-                  HINT = 'Call snowflake_next() on the primary (target_session_attrs=read-write in the connection string). A promoted standby issues IDs.';
-    END IF;
-    IF c.node_id IS NULL AND c.registry_fleet IS NULL THEN
-        RAISE EXCEPTION 'snowflake_id: the node id is not set'
-            USING ERRCODE = '55000',
-                  HINT = format('Give this database a node id no other server of the fleet has, from 0 to %s: UPDATE snowflake_portable.config SET node_id = ...; or claim one from a registry (registry_fleet).',
-                                (1 << c.node_bits) - 1);
-    END IF;
-    IF pg_sequence_last_value('snowflake_portable.incarnation') IS DISTINCT FROM started THEN
-        lease_ms := pg_sequence_last_value('snowflake_portable.lease');
-        IF lease_ms IS NOT NULL THEN
-            -- Past the lease and every time the previous incarnation could
-            -- have issued.
-            now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
-            PERFORM snowflake_portable.reserve(0, greatest(now_ms + c.max_clock_drift_ms, lease_ms) + 1, false,
-                c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms, false, NULL);
+    BEGIN
+        PERFORM pg_advisory_lock(1936617321, 2);
+        IF pg_sequence_last_value('snowflake_portable.incarnation') IS DISTINCT FROM p_incarnation THEN
+            lease_ms := pg_sequence_last_value('snowflake_portable.lease');
+            IF lease_ms IS NOT NULL THEN
+                now_ms := floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
+                PERFORM snowflake_portable.reserve(0, greatest(now_ms + c.max_clock_drift_ms, lease_ms) + 1, false,
+                    c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms, false, NULL);
+            END IF;
+            -- A claim of another incarnation is never renewed: claim again.
+            PERFORM setval('snowflake_portable.grant_word', 0);
+            PERFORM setval('snowflake_portable.incarnation', p_incarnation);
         END IF;
-        -- A claim of another incarnation is never renewed: claim again.
-        PERFORM setval('snowflake_portable.grant_word', 0);
-        PERFORM setval('snowflake_portable.incarnation', started);
-    END IF;
-    PERFORM set_config('snowflake_portable.session_started', 'on', false);
+        PERFORM pg_advisory_unlock(1936617321, 2);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM snowflake_portable.release_if_held(2);
+        RAISE;
+    END;
 END
 $$;
 
--- Runs one of the registry's functions through dblink; its one row.
-CREATE OR REPLACE FUNCTION snowflake_portable.registry_call(p_sql text, p_columns text)
+-- Runs one of the registry's functions through dblink; its one row. On a
+-- connection of its own, polled (dblink() itself waits in libpq, where
+-- neither a cancel nor statement_timeout reaches it): no answer within
+-- registry_timeout_ms is 08006, and the connection is dropped. The
+-- connection string gets a connect_timeout (whole seconds, at least 2, as
+-- libpq counts them) unless it has one: dblink_connect() waits in libpq
+-- too.
+CREATE OR REPLACE FUNCTION snowflake_portable.registry_call(p_sql text, p_columns text, p_timeout_ms bigint)
 RETURNS record
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -464,6 +582,9 @@ AS $$
 DECLARE
     dblink_schema name;
     conninfo text;
+    conn constant text := 'snowflake_portable_registry';
+    deadline timestamptz := clock_timestamp() + p_timeout_ms * interval '1 millisecond';
+    busy int;
     r record;
 BEGIN
     SELECT n.nspname INTO dblink_schema
@@ -477,25 +598,60 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'snowflake_id: no registry connection string'
             USING ERRCODE = '55000',
-                  HINT = 'INSERT INTO snowflake_portable.registry_connection (conninfo) VALUES (''host=... dbname=... user=... password=...'');';
+                  HINT = 'INSERT INTO snowflake_portable.registry_connection (conninfo) VALUES (''host=... dbname=... user=... password=... connect_timeout=5'');';
     END IF;
-    EXECUTE format('SELECT * FROM %I.dblink($1, $2) AS t(%s)', dblink_schema, p_columns) INTO STRICT r USING conninfo, p_sql;
+    IF conninfo !~ 'connect_timeout' THEN
+        conninfo := conninfo || CASE WHEN conninfo ~ '^postgres(ql)?://' THEN
+                                         CASE WHEN conninfo ~ '\?' THEN '&' ELSE '?' END || 'connect_timeout='
+                                     ELSE ' connect_timeout=' END
+                             || greatest(2, ceil(p_timeout_ms / 1000.0))::text;
+    END IF;
+    BEGIN
+        -- (A connection left by a call that failed half way.)
+        EXECUTE format('SELECT %I.dblink_disconnect($1) WHERE $1 = ANY (%I.dblink_get_connections())',
+                       dblink_schema, dblink_schema) USING conn;
+        EXECUTE format('SELECT %I.dblink_connect($1, $2)', dblink_schema) USING conn, conninfo;
+        EXECUTE format('SELECT %I.dblink_send_query($1, $2)', dblink_schema) USING conn, p_sql;
+        LOOP
+            EXECUTE format('SELECT %I.dblink_is_busy($1)', dblink_schema) INTO busy USING conn;
+            EXIT WHEN busy = 0;
+            IF clock_timestamp() > deadline THEN
+                RAISE EXCEPTION 'snowflake_id: the registry did not answer within registry_timeout_ms (% ms)', p_timeout_ms
+                    USING ERRCODE = '08006',
+                          HINT = 'Issuing resumes by itself once the registry answers: check it (a lock, a pause, the network).';
+            END IF;
+            PERFORM pg_sleep(0.002);  -- (interruptible: a cancel ends the wait)
+        END LOOP;
+        EXECUTE format('SELECT * FROM %I.dblink_get_result($1) AS t(%s)', dblink_schema, p_columns) INTO STRICT r USING conn;
+        EXECUTE format('SELECT %I.dblink_disconnect($1)', dblink_schema) USING conn;
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        -- (Dropping the connection ends the query on the registry's side
+        -- once it reads again; an answer lost so is repeated by a retry.)
+        BEGIN
+            EXECUTE format('SELECT %I.dblink_disconnect($1) WHERE $1 = ANY (%I.dblink_get_connections())',
+                           dblink_schema, dblink_schema) USING conn;
+        EXCEPTION WHEN OTHERS THEN
+            NULL;
+        END;
+        RAISE;
+    END;
     RETURN r;
 END
 $$;
 
 -- Makes the grant cover IDs up to p_ms (and half a grant more): renews the
--- claim, or claims a node id (again) when there is none in this
--- incarnation or the registry ended it. Under the registry lock: waits for
--- it with p_wait; without, returns at once if another session holds it,
--- and a failure is not an error (the call it serves is still in its grant).
+-- claim, resumes it when a fence ended it, or claims a node id (again) when
+-- there is none in this incarnation or it cannot be resumed. Under the
+-- registry lock: waits for it with p_wait; without, returns at once if
+-- another session holds it, and a failure is not an error (the call it
+-- serves is still in its grant), but a cancel is.
 CREATE OR REPLACE FUNCTION snowflake_portable.ensure_grant(c snowflake_portable.config, p_ms bigint, p_wait bool)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started bigint := (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint;
+    incarnation bigint := snowflake_portable.incarnation();
     node_mask bigint := (1::bigint << c.node_bits) - 1;
     word bigint;
     now_ms bigint;
@@ -514,8 +670,11 @@ BEGIN
         ELSIF NOT pg_try_advisory_lock(1936617321, 2) THEN
             RETURN;
         END IF;
+        -- (As committed now: a change of the fleet or node id waited for
+        -- this lock, and set grant_word to 0.)
+        SELECT * INTO c FROM snowflake_portable.config;
         word := coalesce(pg_sequence_last_value('snowflake_portable.grant_word'), 0);
-        now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
+        now_ms := floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
         IF p_wait AND word >> c.node_bits < p_ms
            AND now_ms + c.epoch_unix_ms - coalesce(pg_sequence_last_value('snowflake_portable.registry_failed_at'), 0) < 1000 THEN
             recent_failure := true;  -- (not a new failure of the registry's)
@@ -527,7 +686,7 @@ BEGIN
         END IF;
         token := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
               || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
-        IF word <> 0 AND pg_sequence_last_value('snowflake_portable.claim_incarnation') = started THEN
+        IF word <> 0 AND pg_sequence_last_value('snowflake_portable.claim_incarnation') = incarnation THEN
             IF word >> c.node_bits >= p_ms + c.registry_grant_ms / 2 THEN
                 claim_again := false;  -- another session renewed meanwhile
             ELSE
@@ -535,22 +694,42 @@ BEGIN
                     r := snowflake_portable.registry_call(format(
                         'SELECT snowflake_registry.renew(%L, %s, %s, %L, %s, %s)',
                         c.registry_fleet, word & node_mask, pg_sequence_last_value('snowflake_portable.claim_id'),
-                        token, greatest(now_ms, p_ms, 0), c.registry_grant_ms), 'until_ms bigint');
+                        token, greatest(now_ms, p_ms, 0), c.registry_grant_ms), 'until_ms bigint', c.registry_timeout_ms);
                     new_until := r.until_ms;
-                    claim_again := new_until = 0;  -- 0: a fence ended the claim
-                    IF new_until > word >> c.node_bits THEN
-                        PERFORM setval('snowflake_portable.grant_word', (new_until << c.node_bits) | (word & node_mask));
-                    END IF;
                 EXCEPTION WHEN sqlstate '55000' THEN
-                    claim_again := true;  -- the registry ended the claim
+                    new_until := 0;  -- the claim is lost: resumed below, or claimed again
                 END;
+                IF new_until = 0 THEN
+                    -- A fence ended the claim (the registry was restored or
+                    -- failed over): resume it when the registry can vouch
+                    -- that no one took the node id over meanwhile.
+                    BEGIN
+                        r := snowflake_portable.registry_call(format(
+                            'SELECT snowflake_registry.resume(%L, %s, %s, %L, %s, %s, %s)',
+                            c.registry_fleet, word & node_mask, pg_sequence_last_value('snowflake_portable.claim_id'),
+                            token, word >> c.node_bits, greatest(now_ms, p_ms, 0), c.registry_grant_ms),
+                            'until_ms bigint', c.registry_timeout_ms);
+                        new_until := r.until_ms;
+                    EXCEPTION WHEN sqlstate '55000' THEN
+                        new_until := 0;  -- not resumable: claim again
+                    END;
+                END IF;
+                claim_again := new_until = 0;
+                IF new_until > word >> c.node_bits THEN
+                    PERFORM setval('snowflake_portable.grant_word', (new_until << c.node_bits) | (word & node_mask));
+                END IF;
             END IF;
         END IF;
         IF claim_again THEN
-            -- A new token: a claim is never continued from another
-            -- incarnation, and a retry after a lost answer repeats it.
-            PERFORM setval('snowflake_portable.token_a', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
-            PERFORM setval('snowflake_portable.token_b', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
+            -- A new token, unless one made in this incarnation is waiting
+            -- for its claim's answer (lost, or timed out): the retry
+            -- repeats that claim. A claim is never continued from
+            -- another incarnation.
+            IF pg_sequence_last_value('snowflake_portable.token_pending') IS DISTINCT FROM incarnation THEN
+                PERFORM setval('snowflake_portable.token_a', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
+                PERFORM setval('snowflake_portable.token_b', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
+                PERFORM setval('snowflake_portable.token_pending', incarnation);
+            END IF;
             token := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
                   || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
             r := snowflake_portable.registry_call(format(
@@ -559,31 +738,33 @@ BEGIN
                 coalesce(c.node_id::text, 'NULL'), CASE WHEN word <> 0 THEN (word & node_mask)::text ELSE 'NULL' END,
                 token, coalesce(host(inet_server_addr()), 'local'), coalesce(inet_server_port(), 0),
                 'portable:' || current_database(), greatest(now_ms, p_ms, 0), c.registry_grant_ms),
-                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint');
+                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint', c.registry_timeout_ms);
             IF r.node_id NOT BETWEEN 0 AND node_mask OR r.until_ms < r.floor_ms THEN
                 RAISE EXCEPTION 'snowflake_id: the registry''s answer to a claim is not one it can give (node id %, floor %, until %)',
                     r.node_id, r.floor_ms, r.until_ms
                     USING ERRCODE = '08P01', HINT = 'Check that the connection string reaches a snowflake_id registry.';
             END IF;
             PERFORM setval('snowflake_portable.claim_id', r.claim_id);
+            PERFORM setval('snowflake_portable.claim_floor', greatest(r.floor_ms + 1, 0));
             -- The pair above the floor and the new node id, inside one
             -- reserve's guard.
             PERFORM snowflake_portable.reserve(0, r.floor_ms + 1, false, c.epoch_unix_ms, c.node_bits,
                 c.sequence_bits, c.max_clock_drift_ms, true, (r.until_ms << c.node_bits) | r.node_id);
-            PERFORM setval('snowflake_portable.claim_incarnation', started);
+            PERFORM setval('snowflake_portable.claim_incarnation', incarnation);
+            PERFORM setval('snowflake_portable.token_pending', 0);  -- answered: the next claim gets a new token
         END IF;
         PERFORM pg_advisory_unlock(1936617321, 2);
     EXCEPTION WHEN OTHERS OR query_canceled THEN
-        IF EXISTS (SELECT FROM pg_locks l
-                   WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
-                     AND l.classid = 1936617321 AND l.objid = 2 AND l.objsubid = 2) THEN
-            PERFORM pg_advisory_unlock(1936617321, 2);
-        END IF;
+        PERFORM snowflake_portable.release_if_held(2);
         GET STACKED DIAGNOSTICS failed_state = RETURNED_SQLSTATE;
         IF failed_state LIKE '08%' AND NOT recent_failure THEN
-            PERFORM setval('snowflake_portable.registry_failed_at', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+            BEGIN
+                PERFORM setval('snowflake_portable.registry_failed_at', floor(date_part('epoch', clock_timestamp()) * 1000)::bigint);
+            EXCEPTION WHEN OTHERS THEN
+                NULL;  -- (a READ ONLY transaction: only the fast failure is lost)
+            END;
         END IF;
-        IF p_wait THEN
+        IF p_wait OR failed_state = '57014' THEN
             RAISE;
         END IF;
     END;
@@ -600,25 +781,31 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c snowflake_portable.config;
+    incarnation bigint := snowflake_portable.incarnation();
 BEGIN
     SELECT * INTO c FROM snowflake_portable.config;
     IF c.registry_fleet IS NOT NULL AND NOT pg_is_in_recovery() THEN
+        IF pg_sequence_last_value('snowflake_portable.incarnation') IS DISTINCT FROM incarnation THEN
+            PERFORM snowflake_portable.new_incarnation(c, incarnation);
+        END IF;
         PERFORM snowflake_portable.ensure_grant(c,
-            floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms, true);
+            floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms, true);
     END IF;
 END
 $$;
 
 -- Issues `p_count` pairs; `first` is the first (the others follow it),
 -- `node_id` the node id they are issued under. The one function behind
--- snowflake_next() and the batches.
+-- snowflake_next() and the batches. (Without a search_path of its own,
+-- which would cost each call a setting's save and restore: only the owner
+-- may call it, and its callers pin pg_catalog, pg_temp.)
 CREATE OR REPLACE FUNCTION snowflake_portable.issue(p_count bigint, c snowflake_portable.config,
     OUT first bigint, OUT node_id int)
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     registry bool := c.registry_fleet IS NOT NULL;
+    incarnation bigint := snowflake_portable.incarnation();
     g bigint;
     v bigint;
     w bigint;
@@ -627,11 +814,23 @@ DECLARE
     r record;
     time_limit bigint := 1::bigint << (63 - c.node_bits - c.sequence_bits);
 BEGIN
-    IF current_setting('snowflake_portable.session_started', true) IS DISTINCT FROM 'on' THEN
-        PERFORM snowflake_portable.start_session(c);
+    -- On every call (a session's setting could be forged by its client).
+    IF pg_sequence_last_value('snowflake_portable.incarnation') IS DISTINCT FROM incarnation THEN
+        IF pg_is_in_recovery() THEN
+            RAISE EXCEPTION 'snowflake_id: IDs are not issued on a standby'
+                USING ERRCODE = '25006',
+                      HINT = 'Call snowflake_next() on the primary (target_session_attrs=read-write in the connection string). A promoted standby issues IDs.';
+        END IF;
+        PERFORM snowflake_portable.new_incarnation(c, incarnation);
+    END IF;
+    IF c.node_id IS NULL AND NOT registry THEN
+        RAISE EXCEPTION 'snowflake_id: the node id is not set'
+            USING ERRCODE = '55000',
+                  HINT = format('Give this database a node id no other server of the fleet has, from 0 to %s: UPDATE snowflake_portable.config SET node_id = ...; or claim one from a registry (registry_fleet).',
+                                (1 << c.node_bits) - 1);
     END IF;
     LOOP
-        now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
+        now_ms := floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
         IF p_count = 1 THEN
             -- The pair as it stands, read before taking: a call that
             -- fails or reserves takes nothing (failing calls must not push
@@ -639,11 +838,7 @@ BEGIN
             -- clock would be thrown away).
             ms := coalesce(pg_sequence_last_value('snowflake_portable.pair'), -1) >> c.sequence_bits;
             IF ms - now_ms > c.max_clock_drift_ms + 200 THEN
-                RAISE EXCEPTION 'snowflake_id: the clock is % ms behind the last issued ID, more than max_clock_drift_ms (% ms) allows',
-                    ms - now_ms, c.max_clock_drift_ms
-                    USING ERRCODE = '58000',
-                          DETAIL = format('The last issued ID''s time is %s.', to_timestamp((ms + c.epoch_unix_ms) / 1000.0)),
-                          HINT = 'The clock stepped back (fix its time source), or raise snowflake_portable.config.max_clock_drift_ms to issue ahead of it.';
+                PERFORM snowflake_portable.fail_ahead(ms, now_ms, c.epoch_unix_ms, c.max_clock_drift_ms, registry);
             END IF;
             IF registry AND coalesce(pg_sequence_last_value('snowflake_portable.grant_word'), 0) >> c.node_bits
                             <= greatest(ms, now_ms) THEN
@@ -675,7 +870,7 @@ BEGIN
                     -- take): hold the pair and wait for the clock.
                     WHILE ms - now_ms > c.max_clock_drift_ms LOOP
                         PERFORM pg_sleep((ms - now_ms - c.max_clock_drift_ms) / 1000.0);
-                        now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
+                        now_ms := floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
                     END LOOP;
                     IF ms > coalesce(pg_sequence_last_value('snowflake_portable.lease'), -1) THEN
                         PERFORM snowflake_portable.extend_lease(ms, c.max_clock_drift_ms);
@@ -701,7 +896,15 @@ BEGIN
             c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms, registry, NULL);
         IF r.first IS NOT NULL THEN
             first := r.first;
-            node_id := CASE WHEN registry THEN r.word & ((1::bigint << c.node_bits) - 1) ELSE c.node_id END;
+            IF registry THEN
+                IF (r.word >> c.node_bits) - ((r.first + p_count - 1) >> c.sequence_bits) < c.registry_grant_ms / 2 THEN
+                    -- Half the grant left, as above.
+                    PERFORM snowflake_portable.ensure_grant(c, (r.first + p_count - 1) >> c.sequence_bits, false);
+                END IF;
+                node_id := r.word & ((1::bigint << c.node_bits) - 1);
+            ELSE
+                node_id := c.node_id;
+            END IF;
             RETURN;
         ELSIF r.word = -1 THEN
             PERFORM snowflake_portable.ensure_grant(c, greatest(now_ms, 0) + (p_count >> c.sequence_bits) + 1, true);
@@ -710,19 +913,29 @@ BEGIN
 END
 $$;
 
--- A pair and a node id to their ID.
+-- A pair and a node id to their ID. (A body in quotes, inlined all the
+-- same: one parsed in place would depend on the row type of config, and
+-- forbid adding a column to it in a later version.)
 CREATE OR REPLACE FUNCTION snowflake_portable.pair_to_id(p bigint, node_id int, c snowflake_portable.config)
 RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN ((p >> c.sequence_bits) << (c.node_bits + c.sequence_bits))
+AS $$
+SELECT ((p >> c.sequence_bits) << (c.node_bits + c.sequence_bits))
        | (node_id::bigint << c.sequence_bits)
-       | (p & ((1::bigint << c.sequence_bits) - 1));
+       | (p & ((1::bigint << c.sequence_bits) - 1))
+$$;
 
-REVOKE ALL ON FUNCTION snowflake_portable.check_config(), snowflake_portable.start_session(snowflake_portable.config),
+-- (The functions of earlier versions, gone.)
+DROP FUNCTION IF EXISTS snowflake_portable.start_session(snowflake_portable.config);
+DROP FUNCTION IF EXISTS snowflake_portable.registry_call(text, text);
+REVOKE ALL ON FUNCTION snowflake_portable.check_config(), snowflake_portable.holds_lock(int),
+    snowflake_portable.release_if_held(int),
+    snowflake_portable.fail_ahead(bigint, bigint, bigint, bigint, bool),
+    snowflake_portable.new_incarnation(snowflake_portable.config, bigint), snowflake_portable.incarnation(),
     snowflake_portable.extend_lease(bigint, bigint),
     snowflake_portable.reserve(bigint, bigint, bool, bigint, int, int, bigint, bool, bigint),
     snowflake_portable.issue(bigint, snowflake_portable.config),
-    snowflake_portable.registry_call(text, text),
+    snowflake_portable.registry_call(text, text, bigint),
     snowflake_portable.ensure_grant(snowflake_portable.config, bigint, bool),
     snowflake_portable.renew(),
     snowflake_portable.pair_to_id(bigint, int, snowflake_portable.config) FROM PUBLIC;

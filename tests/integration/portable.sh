@@ -57,6 +57,9 @@ owner -f "$SQL_FILE" >/dev/null
 pass "installed by app_owner, who is not a superuser"
 
 expect_error app_user 55000 "SELECT snowflake_next()" "Give this database a node id"
+# (Checked on every call: a setting of the session's cannot skip it, as
+# it skipped the first call's checks in earlier versions.)
+PGOPTIONS="-c snowflake_portable.session_started=on" expect_error app_user 55000 "SELECT snowflake_next()" "Give this database a node id"
 owner -c "UPDATE snowflake_portable.config SET node_id = 7" -c "GRANT CREATE ON DATABASE app TO app_user"
 user <<'SQL'
 CREATE SCHEMA mine;
@@ -93,6 +96,24 @@ expect_error app_user 22023 "SELECT snowflake_next_batch(0)" "Ask for 1 to"
 expect_error app_user 22023 "SELECT snowflake_next_batch(100000001)" "Ask for 1 to"
 owner -c "UPDATE snowflake_portable.config SET node_id = 9" -c "UPDATE snowflake_portable.config SET node_id = 7"
 pass "configuration errors: a changed layout or epoch after IDs, a future or unreadable epoch, a node id out of range, a batch out of range"
+
+# The largest batch (what fits in max_clock_drift_ms + 1 milliseconds) is
+# issued also when the pair stands in the middle of a millisecond (right
+# after a single call): it starts at the next one (before, it spanned a
+# millisecond more and failed with 54000).
+psql_on p1 -c "CREATE DATABASE edge OWNER app_owner"
+psql_on p1 -U app_owner -d edge -f "$SQL_FILE" >/dev/null
+psql_on p1 -U app_owner -d edge -c "UPDATE snowflake_portable.config SET node_id = 7, sequence_bits = 4, max_clock_drift_ms = 2"
+out=$(psql_on p1 -U app_owner -d edge -At -c "
+  DO \$\$ DECLARE ids bigint[]; BEGIN
+    FOR i IN 1..20 LOOP
+      PERFORM snowflake_next();
+      ids := snowflake_next_batch_array(48);
+      IF cardinality(ids) <> 48 OR (ids[48] >> 14) - (ids[1] >> 14) > 2 THEN RAISE EXCEPTION 'batch %: %', i, ids; END IF;
+    END LOOP;
+  END \$\$" -c "SELECT 'done'" 2>&1) || fail "the largest batch after a single call: $out"
+grep -q done <<<"$out" || fail "the largest batch after a single call: $out"
+pass "the largest batch (48 IDs under 4 sequence bits and a 2 ms limit) right after a single call"
 
 before=$(user -At -c "SELECT snowflake_next()")
 owner -f "$SQL_FILE" >/dev/null
@@ -219,6 +240,41 @@ lost=$(lost_batch crash)
 cluster_kill9 p1
 cluster_start_faked p1 || fail "p1 did not restart after the crash"
 after_loss "crash" p1
+
+# A crash in place: one backend dies, the postmaster stays and resets every
+# backend (restart_after_crash, the default). Its start time, so the
+# incarnation, is unchanged; the unlogged pair is reset all the same.
+started=$(psql_on p1 -At -c "SELECT pg_postmaster_start_time()")
+lost=$(lost_batch "crash in place")
+victim=$(psql_on p1 -At -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%pg_sleep(600)%' AND pid <> pg_backend_pid()")
+[ -n "$victim" ] || fail "the session holding the lost batch is not found"
+kill -9 "$victim"
+for _ in $(seq 1 300); do
+  # (Up again once a new session sees the pair reset by the recovery.)
+  [ "$(psql_on p1 -U app_owner -d burst -At -c "SELECT pg_sequence_last_value('snowflake_portable.pair') IS NULL" 2>/dev/null)" = t ] && break
+  sleep 0.1
+done
+[ "$(psql_on p1 -At -c "SELECT pg_postmaster_start_time()")" = "$started" ] ||
+  fail "the postmaster restarted: this is not the crash in place"
+after_loss "a crash in place (one backend killed, the postmaster stayed)" p1
+
+# A READ ONLY transaction fails with 25006 and leaves no lock behind, with
+# a reserve to make, right after a database's first reserve (which left
+# the guard odd in earlier versions, and the READ ONLY call then kept the
+# lock), and again.
+psql_on p1 -c "CREATE DATABASE ro OWNER app_owner"
+psql_on p1 -U app_owner -d ro -f "$SQL_FILE" >/dev/null
+psql_on p1 -U app_owner -d ro -c "UPDATE snowflake_portable.config SET node_id = 7" -c "SELECT snowflake_next()" >/dev/null
+for _ in 1 2; do
+  out=$(psql -X -h 127.0.0.1 -p "$port" -U app_owner -d ro -v VERBOSITY=verbose \
+    -c "SELECT pg_sleep(0.01)" -c "BEGIN READ ONLY" -c "SELECT snowflake_next()" -c "ROLLBACK" \
+    -c "SELECT 'locks ' || count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()" 2>&1) || true
+  [ "$(sqlstate_of "$out")" = 25006 ] || fail "snowflake_next() in a READ ONLY transaction: $out"
+  grep -q "locks 0" <<<"$out" || fail "a READ ONLY transaction left an advisory lock held: $out"
+done
+psql_on p1 -U app_owner -d ro -At -c "SET lock_timeout = '5s'" -c "SELECT snowflake_next()" >/dev/null ||
+  fail "after a READ ONLY transaction the next call did not issue"
+pass "a READ ONLY transaction: 25006, no lock left behind"
 
 # The promotion: the standby stopped before the batch, so its WAL never
 # reaches it; the primary dies; the standby is promoted.

@@ -6,10 +6,10 @@
 #   - a batch of 40 (weight 45): each batch is a reserve, which moves the
 #     pair with setval() under the guard,
 #   - a forced jump (weight 1; each moves the IDs up to 100 ms ahead, so
-#     not so often that they outrun the clock): the session forgets that it checked the
-#     server's incarnation, and the owner's incarnation record is reset, so
-#     its next call reserves past the clock plus max_clock_drift_ms as after
-#     a restart (another setval() under the guard),
+#     not so often that they outrun the clock): the owner's incarnation
+#     record is reset, so the next call reserves past the clock plus
+#     max_clock_drift_ms as after a restart (another setval() under the
+#     guard),
 # under a layout of 16 IDs a millisecond (sequence_bits 4) and a drift
 # limit of 50 ms, so the sessions borrow the next milliseconds, wait at the
 # limit and cross millisecond boundaries all the time. Then:
@@ -63,7 +63,7 @@ INSERT INTO ids (before, id, after)
 SELECT b, id, nextval('issue_order') FROM (SELECT nextval('issue_order') AS b) s, snowflake_next_batch(40) id;
 SQL
 cat >"$SF_WORK/jump.sql" <<'SQL'
-SELECT set_config('snowflake_portable.session_started', 'off', false), setval('snowflake_portable.incarnation', 1);
+SELECT setval('snowflake_portable.incarnation', 1);
 INSERT INTO ids (before, id, after) SELECT nextval('issue_order'), snowflake_next(), nextval('issue_order');
 SQL
 chmod 644 "$SF_WORK"/*.sql

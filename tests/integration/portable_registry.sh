@@ -8,11 +8,16 @@
 #     server's;
 #   - restarted, it claims again (a new claim; the old one is never
 #     renewed from another incarnation), and issues above what it issued;
+#   - a copy of its database on the same server claims a node id of its
+#     own, and the original keeps its claim;
 #   - the registry paused (SIGSTOP) for longer than a grant: calls go on
 #     until the grant ends, then fail with the connection's SQLSTATE and
 #     take nothing; resumed, they issue again;
+#   - the registry stalled inside a call: the call ends at statement_timeout
+#     or registry_timeout_ms;
 #   - a crash (kill -9) while writing, and its clock stepped back 2 s: it
 #     claims again and issues on, inside its grants;
+#   - a fence on the registry while it writes: it resumes its claim;
 #   - split brain: a standby of the portable server promoted while the
 #     portable server still writes claims a node id of its own, and both
 #     write at once;
@@ -133,6 +138,28 @@ claims=$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE dat
 [ "$(owner -At -c "SELECT count(*) FROM t WHERE id > $last")" = 5 ] || fail "after the restart IDs went below the earlier ones"
 pass "restarted: a new claim (node id $(owner -At -c "SELECT snowflake_node($first)")), IDs above the earlier ones"
 
+# A copy of the database on the same server (the same start time): the
+# copy claims a node id of its own at its first call (it must not issue
+# under its original's claim), and the original keeps its own.
+node_p1=$(owner -At -c "SELECT snowflake_node($first)")
+psql_on p1 -c "CREATE DATABASE app_copy TEMPLATE app OWNER app_owner"
+copy_issue() {
+  local out
+  out=$(psql_on p1 -U app_owner -d app_copy -At -c "INSERT INTO t SELECT snowflake_next() FROM generate_series(1, 20) RETURNING id") || return 1
+  { flock 9; echo "$out" >>"$IDS"; record_issuer p1 <<<"$out"; } 9>"$SF_WORK/record.lock"
+}
+copy_issue || fail "the copy of the database did not issue"
+p1_issue 20 || fail "the original did not issue after the copy"
+node_copy=$(psql_on p1 -d app_copy -At -c "SELECT snowflake_node(max(id)) FROM t")
+[ "$node_copy" != "$node_p1" ] || fail "the copy of the database issues under its original's node id $node_p1"
+[ "$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")" = "$node_p1" ] ||
+  fail "the original lost its node id $node_p1 to its copy"
+holder=$(sql_value reg "SELECT data_directory FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_copy")
+[ "$holder" = "portable:app_copy" ] || fail "node id $node_copy is held by '$holder', not the copy"
+psql_on p1 -c "DROP DATABASE app_copy"
+no_duplicates "a copy of the database beside its original"
+pass "a copy of the database (CREATE DATABASE ... TEMPLATE) claimed node id $node_copy; the original kept $node_p1"
+
 # The registry paused for 3 grants and 5 s: calls go on until the grant ends, then
 # fail and take nothing; resumed, they issue again.
 : >"$SF_WORK/p1.err"
@@ -154,6 +181,40 @@ last_ok=$(tail -1 "$SF_WORK/p1.ok")
 for _ in $(seq 1 100); do p1_issue 1 2>/dev/null && break; sleep 0.1; done
 p1_issue 1 || fail "the portable server did not issue after the registry came back"
 pass "the registry paused: IDs until the grant ended, then errors; resumed, IDs again"
+
+# The registry stalls inside a call (a lock its renewal waits for): the
+# call ends at statement_timeout (57014), or after registry_timeout_ms
+# (08006), not when the registry answers; then calls issue again.
+# (Once a renewal is due: less than half the grant left.)
+for _ in $(seq 1 100); do
+  [ "$(sql_value reg "SELECT n.until_ms - snowflake_registry.now_ms(f.epoch_unix_ms) < $GRANT_MS / 2
+                      FROM snowflake_registry.node_ids n JOIN snowflake_registry.fleets f USING (fleet)
+                      WHERE n.fleet = 'default' AND n.node_id = (SELECT node_id FROM snowflake_registry.node_ids
+                                                                  WHERE data_directory = 'portable:app' ORDER BY claim_id DESC LIMIT 1)")" = t ] && break
+  sleep 0.1
+done
+psql_on reg -c "BEGIN" -c "LOCK TABLE snowflake_registry.node_ids" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+locker=$!
+for _ in $(seq 1 100); do
+  [ "$(sql_value reg "SELECT count(*) FROM pg_locks WHERE relation = 'snowflake_registry.node_ids'::regclass AND mode = 'AccessExclusiveLock' AND granted")" = 1 ] && break
+  sleep 0.1
+done
+# stalled_call SQLSTATE SETTINGS: renew() fails with SQLSTATE within 8 s.
+stalled_call() {
+  local start out
+  start=$(now_ms)
+  out=$(owner -v VERBOSITY=verbose -c "$2" -c "SELECT snowflake_portable.renew()" 2>&1) && fail "renew() succeeded with the registry stalled"
+  [ "$(sqlstate_of "$out")" = "$1" ] || fail "renew() with the registry stalled ($2): expected $1, got: $out"
+  [ $(( $(now_ms) - start )) -lt 8000 ] || fail "renew() with the registry stalled ($2) took $(( $(now_ms) - start )) ms"
+}
+stalled_call 57014 "SET statement_timeout = '2s'"
+stalled_call 08006 "UPDATE snowflake_portable.config SET registry_timeout_ms = 2000"
+psql_on reg -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" >/dev/null
+wait "$locker" || true
+owner -c "UPDATE snowflake_portable.config SET registry_timeout_ms = 5000"
+for _ in $(seq 1 100); do p1_issue 1 2>/dev/null && break; sleep 0.1; done
+p1_issue 1 || fail "the portable server did not issue after the registry's stall"
+pass "the registry stalled inside a call: 57014 at statement_timeout, 08006 after registry_timeout_ms; then IDs again"
 
 # A crash while writing, then the clock 2 s behind (within the drift limit).
 p1_writer 3000 &
@@ -190,5 +251,31 @@ node_p1=$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")
 [ "$(psql_on s1 -d app -At -c "SELECT count(*) FROM t WHERE snowflake_node(id) = $node_s1")" -ge 1000 ] ||
   fail "the promoted standby issued too few IDs: $(head -3 "$SF_WORK/s1.err")"
 pass "split brain: the promoted standby claimed node id $node_s1, its primary writes on with $node_p1"
+# A fence (what the registry does after a restore or a failover of its
+# own) while the portable server writes: it resumes its claim, the same
+# node id, and no call fails (claimed again, it would wait a whole
+# max_grant_ms above the fence, failing).
+node_p1=$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")
+: >"$SF_WORK/p1.err"
+: >"$SF_WORK/p1.ok"
+p1_writer $((2 * GRANT_MS)) &
+w1=$!
+for _ in $(seq 1 100); do [ -s "$SF_WORK/p1.ok" ] && break; sleep 0.05; done
+sql_value reg "SELECT count(*) FROM snowflake_registry.fence_after_restore()" >/dev/null
+wait "$w1"
+[ ! -s "$SF_WORK/p1.err" ] || fail "calls failed after a fence: $(head -3 "$SF_WORK/p1.err")"
+[ "$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")" = "$node_p1" ] || fail "after a fence the node id changed"
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE data_directory = 'portable:app' AND resumed > 0")" -ge 1 ] ||
+  fail "after a fence no claim of the portable server was resumed"
+in_grants "a fence while writing"
+pass "a fence while writing: the claim on node id $node_p1 resumed, no call failed"
+# The promoted standby, idle since before the fence and past its grant,
+# cannot resume: it claims again, with the fence as its floor, and says so
+# (55000), not that its clock stepped back.
+out=$(psql -X -h 127.0.0.1 -p "$(cluster_port s1)" -U app_owner -d app -v VERBOSITY=verbose -c "SELECT snowflake_next()" 2>&1) &&
+  fail "the promoted standby issued below the fence: $out"
+[ "$(sqlstate_of "$out")" = 55000 ] && grep -q "floor" <<<"$out" || fail "a new claim under the fence: $out"
+pass "a new claim under the fence: 55000, issuing waits for the floor"
+
 no_duplicates "the whole run"
 in_grants "the whole run"
