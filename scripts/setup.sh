@@ -49,6 +49,8 @@ APT_PACKAGES=(
 APT_TEST_PACKAGES=(
   "postgresql-contrib"
   "postgresql-${PG_MAJOR}-plproxy" "postgresql-${PG_MAJOR}-auto-failover" "postgresql-${PG_MAJOR}-partman"
+  # The portable edition's renewal by a pg_cron job (tests/integration/portable_registry.sh).
+  "postgresql-${PG_MAJOR}-cron"
   faketime
   # Instruction counts (tests/integration/instructions.sh, bench/).
   valgrind

@@ -18,6 +18,7 @@
 #   - a crash (kill -9) while writing, and its clock stepped back 2 s: it
 #     claims again and issues on, inside its grants;
 #   - a fence on the registry while it writes: it resumes its claim;
+#   - a pg_cron job renews the claim with no call made;
 #   - split brain: a standby of the portable server promoted while the
 #     portable server still writes claims a node id of its own, and both
 #     write at once;
@@ -251,6 +252,29 @@ node_p1=$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")
 [ "$(psql_on s1 -d app -At -c "SELECT count(*) FROM t WHERE snowflake_node(id) = $node_s1")" -ge 1000 ] ||
   fail "the promoted standby issued too few IDs: $(head -3 "$SF_WORK/s1.err")"
 pass "split brain: the promoted standby claimed node id $node_s1, its primary writes on with $node_p1"
+# pg_cron, where the service runs it, renews with no call at all: p1
+# restarted with pg_cron preloaded (as a service preloads it), the owner
+# schedules renew() every minute (Debian 12's pg_cron 1.4 counts in
+# minutes; 1.5 takes seconds), and its run raises the grant, no call made.
+cluster_stop p1
+cluster_conf p1 "shared_preload_libraries = 'pg_cron'" "cron.database_name = 'app'" "cron.use_background_workers = on"
+cluster_start_faked p1
+psql_on p1 -d app -c "CREATE EXTENSION pg_cron" -c "GRANT USAGE ON SCHEMA cron TO app_owner" >/dev/null
+p1_issue 1 || fail "p1 did not issue after its restart with pg_cron: $(tail -3 "$SF_WORK/p1.err")"
+node_p1=$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")
+until_before=$(sql_value reg "SELECT until_ms FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
+owner -c "SELECT cron.schedule('snowflake-renew', '* * * * *', 'SELECT snowflake_portable.renew()')" >/dev/null
+for _ in $(seq 1 150); do
+  [ "$(owner -At -c "SELECT count(*) FROM cron.job_run_details WHERE status IN ('succeeded', 'failed')")" -ge 1 ] && break
+  sleep 0.5
+done
+run=$(owner -At -c "SELECT status || ': ' || coalesce(return_message, '') FROM cron.job_run_details ORDER BY runid LIMIT 1")
+grep -q "^succeeded" <<<"$run" || fail "the pg_cron job's run: ${run:-none within 75 s}"
+until_after=$(sql_value reg "SELECT until_ms FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
+[ "$until_after" -gt "$until_before" ] || fail "the pg_cron job ran but did not raise the grant ($until_before, then $until_after)"
+owner -c "SELECT cron.unschedule('snowflake-renew')" >/dev/null
+pass "a pg_cron job (run as the owner) renewed the claim on node id $node_p1 by $((until_after - until_before)) ms, no call made"
+
 # A fence (what the registry does after a restore or a failover of its
 # own) while the portable server writes: it resumes its claim, the same
 # node id, and no call fails (claimed again, it would wait a whole
