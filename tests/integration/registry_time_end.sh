@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The end of the time field under a registry: a layout whose epoch makes
-# the time field end about 30 s after the test starts (27 node bits, 1
+# the time field end about 40 s after the test starts (27 node bits, 1
 # sequence bit: 35 bits of time, 397.7 days; two IDs a millisecond, so a
 # batch of 2,000 runs a second ahead of the clock).
 #
 #   1. `a` holds node id 0 and issues batches until the field is used up,
-#      running ahead of the clock up to max_clock_drift (5 s): it reaches the
-#      field's last millisecond some seconds before the clock does, and
+#      running ahead of the clock up to max_clock_drift (15 s): it reaches the
+#      field's last millisecond some 15 s before the clock does (b's window
+#      below: 5 s were too few for a stop and two starts on a busy
+#      machine), and
 #      fails with 54000. It stops cleanly: its release sets the node id's
 #      floor to the field's last millisecond.
 #   2. `b`, with node id 0 too, claims it while the clock is still before
@@ -22,7 +24,7 @@
 . "$(dirname "$0")/lib_registry.sh"
 
 # The epoch: the field's 2^35 ms end LEAD_S seconds from now.
-LEAD_S=30
+LEAD_S=40
 epoch_s=$(( ($(now_ms) + LEAD_S * 1000 - (1 << 35)) / 1000 ))
 EPOCH=$(date -u -d "@$epoch_s" '+%Y-%m-%d %H:%M:%S+00')
 end_ms=$(( (1 << 35) - 1 ))
@@ -34,7 +36,7 @@ psql_on reg -c "SELECT snowflake_registry.create_fleet('short')" >/dev/null
 id_ms() { echo $(( $1 >> 28 )); }
 
 # --- 1. a issues to the end of the field, ahead of the clock
-node_init a "${LAYOUT[@]}" "snowflake_id.registry_grant = '10s'"
+node_init a "${LAYOUT[@]}" "snowflake_id.registry_grant = '20s'" "snowflake_id.max_clock_drift = '15s'"
 cluster_start a
 make_table a
 wait_issuing a 30
