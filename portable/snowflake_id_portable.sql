@@ -82,16 +82,18 @@
 --   * a reserve that finds the pair never taken (NULL) while the lease
 --     holds a time: a crash reset it, in place (one backend died, the
 --     postmaster stayed) or not, or a promotion, or a base backup;
---   * every call compares the incarnation (a hash of the database's name
---     and pg_postmaster_start_time()) with the one recorded in the
---     sequence snowflake_portable.incarnation: a restart, a promotion (the
---     primary's record came with the WAL), a copy of the database (CREATE
---     DATABASE ... TEMPLATE, a dump restored elsewhere) or of the data
---     directory differ. With a registry a new incarnation also claims
+--   * every call compares the incarnation (a hash of the database's name,
+--     the pair's file and pg_postmaster_start_time()) with the one
+--     recorded in the sequence snowflake_portable.incarnation: a restart,
+--     a promotion (the primary's record came with the WAL), a copy of the
+--     database (CREATE DATABASE ... TEMPLATE, a dump restored elsewhere or
+--     under the same name) or of the data directory differ. With a registry a new incarnation also claims
 --     again: a copy must not issue under its original's node id.
 -- The jump needs the clock not to have stepped back across the restart;
 -- and with a fixed node id nothing can stop an old primary that still runs
--- (split brain), nor a copy that keeps its original's node id.
+-- (split brain), nor a copy that keeps its original's node id. Not seen: a
+-- crash before the WAL of a database's very first IDs was flushed (the
+-- lease comes back empty), and a data-only restore over the live schema.
 
 -- # Node ids from a registry
 --
@@ -112,9 +114,11 @@
 -- the same claim). A claim a fence ended (the registry was restored or
 -- failed over) is resumed when the registry allows it, as the extension's
 -- worker does, and claimed again when not. Every registry call runs on a
--- dblink connection of its own, polled: it ends after registry_timeout_ms
--- (and a cancel or statement_timeout ends it sooner), so a registry that
--- stalls holds no lock for longer.
+-- dblink connection of its own, polled: a renewal ends after
+-- registry_timeout_ms (a cancel or statement_timeout ends it sooner, and
+-- the registry's side ends by its own statement_timeout), so a registry
+-- that stalls holds no lock for longer. A renewal that still leaves the
+-- next ID outside the grant fails (55000) rather than ask again.
 --
 -- Advisory locks: RESERVE_LOCK, pg_advisory_lock(1936617321, 1) ('snow',
 -- 1), and the registry lock, (1936617321, 2), per database like the
@@ -312,6 +316,8 @@ BEGIN
         -- one after reads the configuration committed.)
         PERFORM pg_advisory_xact_lock(1936617321, 2);
         PERFORM setval('snowflake_portable.grant_word', 0);
+        -- (A claim still unanswered was for the old ones: a new token.)
+        PERFORM setval('snowflake_portable.token_pending', 0);
     END IF;
     IF NEW.epoch_unix_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint THEN
         RAISE EXCEPTION 'snowflake_id: epoch ''%'' is in the future', NEW.epoch
@@ -348,7 +354,7 @@ BEGIN
         RAISE EXCEPTION 'snowflake_id: the node id claimed from the registry may issue only above a floor % ms ahead of the clock', p_ms - p_now_ms
             USING ERRCODE = '55000',
                   DETAIL = format('The floor is %s.', to_timestamp((p_ms + p_epoch_unix_ms) / 1000.0)),
-                  HINT = 'This database claimed its node id again after the registry ended its claim (a fence after the registry was restored or failed over, a pause past the grant): it issues only above every ID an earlier holder may have issued. Wait until then, or set node_id to NULL so that a free node id is claimed.';
+                  HINT = 'This database claimed its node id again after the registry ended its claim (a fence after the registry was restored or failed over, a pause past the grant): it issues only above every ID an earlier holder may have issued. Issuing resumes by itself when the clock is near the floor.';
     END IF;
     RAISE EXCEPTION 'snowflake_id: the clock is % ms behind the last issued ID, more than max_clock_drift_ms (% ms) allows',
         p_ms - p_now_ms, p_max_drift_ms
@@ -368,7 +374,8 @@ $$;
 -- is a gap), so that every batch within the bound fits.
 -- With a registry (p_registry): `word` is the grant in force inside the
 -- guard, whose node id the range is issued under; a range it does not
--- cover takes nothing and returns `word` -1 (renew, then reserve again).
+-- cover takes nothing and returns `word` -1 and, as `first`, the
+-- millisecond the grant must reach (renew, then reserve again).
 -- p_new_word, when given, is installed inside the guard, after the pair
 -- has moved to p_floor_ms and to the next millisecond (a new node id may
 -- be smaller: IDs stay in issue order): a new claim's node id is never
@@ -442,10 +449,12 @@ BEGIN
             word := pg_sequence_last_value('snowflake_portable.grant_word');
             IF p_registry AND p_count > 0 AND p_new_word IS NULL
                AND (word IS NULL OR end_ms > word >> p_node_bits) THEN
-                -- Not in the grant: take nothing; the caller renews.
+                -- Not in the grant: take nothing; the caller renews to
+                -- cover end_ms (returned as `first`).
                 PERFORM nextval('snowflake_portable.guard');  -- guard: even
                 PERFORM pg_advisory_unlock(1936617321, 1);
                 word := -1;
+                first := end_ms;
                 RETURN;
             END IF;
             IF p_count > 0 AND end_ms - now_ms > p_max_drift_ms THEN
@@ -522,15 +531,21 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
 END
 $$;
 
--- This incarnation: the database (by name: a copy has another; two
--- databases of one server never share one) and the server's start. The
--- same in every session (no setting of the session's enters it).
+-- This incarnation: the database by its name (a copy has another; two
+-- databases of one server never share one) and the file of the pair (a
+-- database dropped and restored under its name, or a restore that drops
+-- and creates the schema's objects, has another), and the server's start.
+-- The same in every session (no setting of the session's enters it). (A
+-- body in quotes: the sequence is looked up when called, not tied to it.)
 CREATE OR REPLACE FUNCTION snowflake_portable.incarnation()
 RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN hashtextextended(current_database()::text COLLATE "C",
+AS $$
+SELECT hashtextextended(current_database()::text COLLATE "C" || '/'
+                        || pg_relation_filenode('snowflake_portable.pair'::regclass)::text,
                         (date_part('epoch', pg_postmaster_start_time()) * 1000000)::bigint)
-       & 9223372036854775807;
+       & 9223372036854775807
+$$;
 
 -- What a call does when the incarnation recorded is not this one (see the
 -- header): past the lease and every time the previous incarnation could
@@ -569,12 +584,16 @@ $$;
 
 -- Runs one of the registry's functions through dblink; its one row. On a
 -- connection of its own, polled (dblink() itself waits in libpq, where
--- neither a cancel nor statement_timeout reaches it): no answer within
--- registry_timeout_ms is 08006, and the connection is dropped. The
--- connection string gets a connect_timeout (whole seconds, at least 2, as
--- libpq counts them) unless it has one: dblink_connect() waits in libpq
--- too.
-CREATE OR REPLACE FUNCTION snowflake_portable.registry_call(p_sql text, p_columns text, p_timeout_ms bigint)
+-- neither a cancel nor statement_timeout reaches it): no answer by
+-- p_deadline (one for all the calls of a renewal) is 08006, and the
+-- connection is dropped. The connection string gets, unless it has them,
+-- a connect_timeout (the time left, in whole seconds, at least 2, as
+-- libpq counts them: dblink_connect() waits in libpq too) and options
+-- setting the registry session's statement_timeout to registry_timeout_ms
+-- (so that a call given up here ends there too, and keeps no backend of
+-- the registry waiting on a lock).
+CREATE OR REPLACE FUNCTION snowflake_portable.registry_call(p_sql text, p_columns text, p_deadline timestamptz,
+    p_timeout_ms bigint)
 RETURNS record
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -583,7 +602,7 @@ DECLARE
     dblink_schema name;
     conninfo text;
     conn constant text := 'snowflake_portable_registry';
-    deadline timestamptz := clock_timestamp() + p_timeout_ms * interval '1 millisecond';
+    uri bool;
     busy int;
     r record;
 BEGIN
@@ -600,11 +619,16 @@ BEGIN
             USING ERRCODE = '55000',
                   HINT = 'INSERT INTO snowflake_portable.registry_connection (conninfo) VALUES (''host=... dbname=... user=... password=... connect_timeout=5'');';
     END IF;
+    uri := conninfo ~ '^postgres(ql)?://';
     IF conninfo !~ 'connect_timeout' THEN
-        conninfo := conninfo || CASE WHEN conninfo ~ '^postgres(ql)?://' THEN
-                                         CASE WHEN conninfo ~ '\?' THEN '&' ELSE '?' END || 'connect_timeout='
-                                     ELSE ' connect_timeout=' END
-                             || greatest(2, ceil(p_timeout_ms / 1000.0))::text;
+        conninfo := conninfo || CASE WHEN NOT uri THEN ' ' WHEN conninfo ~ '\?' THEN '&' ELSE '?' END
+                             || 'connect_timeout='
+                             || greatest(2, ceil(date_part('epoch', p_deadline - clock_timestamp())))::bigint::text;
+    END IF;
+    IF conninfo !~ 'options' THEN
+        conninfo := conninfo || CASE WHEN NOT uri THEN ' options=''-c statement_timeout=' || p_timeout_ms || ''''
+                                     WHEN conninfo ~ '\?' THEN '&options=-c%20statement_timeout%3D' || p_timeout_ms
+                                     ELSE '?options=-c%20statement_timeout%3D' || p_timeout_ms END;
     END IF;
     BEGIN
         -- (A connection left by a call that failed half way.)
@@ -615,7 +639,7 @@ BEGIN
         LOOP
             EXECUTE format('SELECT %I.dblink_is_busy($1)', dblink_schema) INTO busy USING conn;
             EXIT WHEN busy = 0;
-            IF clock_timestamp() > deadline THEN
+            IF clock_timestamp() > p_deadline THEN
                 RAISE EXCEPTION 'snowflake_id: the registry did not answer within registry_timeout_ms (% ms)', p_timeout_ms
                     USING ERRCODE = '08006',
                           HINT = 'Issuing resumes by itself once the registry answers: check it (a lock, a pause, the network).';
@@ -630,7 +654,7 @@ BEGIN
         BEGIN
             EXECUTE format('SELECT %I.dblink_disconnect($1) WHERE $1 = ANY (%I.dblink_get_connections())',
                            dblink_schema, dblink_schema) USING conn;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
             NULL;
         END;
         RAISE;
@@ -661,6 +685,7 @@ DECLARE
     claim_again bool := true;
     failed_state text;
     recent_failure bool := false;
+    deadline timestamptz;
 BEGIN
     BEGIN
         -- (Taken inside the block, so that a cancel right after it still
@@ -670,9 +695,11 @@ BEGIN
         ELSIF NOT pg_try_advisory_lock(1936617321, 2) THEN
             RETURN;
         END IF;
-        -- (As committed now: a change of the fleet or node id waited for
-        -- this lock, and set grant_word to 0.)
+        -- (As this statement's snapshot sees it: in READ COMMITTED, as
+        -- committed now, after a change of the fleet or node id, which
+        -- waited for this lock and set grant_word to 0.)
         SELECT * INTO c FROM snowflake_portable.config;
+        deadline := clock_timestamp() + c.registry_timeout_ms * interval '1 millisecond';
         word := coalesce(pg_sequence_last_value('snowflake_portable.grant_word'), 0);
         now_ms := floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms;
         IF p_wait AND word >> c.node_bits < p_ms
@@ -694,7 +721,7 @@ BEGIN
                     r := snowflake_portable.registry_call(format(
                         'SELECT snowflake_registry.renew(%L, %s, %s, %L, %s, %s)',
                         c.registry_fleet, word & node_mask, pg_sequence_last_value('snowflake_portable.claim_id'),
-                        token, greatest(now_ms, p_ms, 0), c.registry_grant_ms), 'until_ms bigint', c.registry_timeout_ms);
+                        token, greatest(now_ms, p_ms, 0), c.registry_grant_ms), 'until_ms bigint', deadline, c.registry_timeout_ms);
                     new_until := r.until_ms;
                 EXCEPTION WHEN sqlstate '55000' THEN
                     new_until := 0;  -- the claim is lost: resumed below, or claimed again
@@ -708,7 +735,7 @@ BEGIN
                             'SELECT snowflake_registry.resume(%L, %s, %s, %L, %s, %s, %s)',
                             c.registry_fleet, word & node_mask, pg_sequence_last_value('snowflake_portable.claim_id'),
                             token, word >> c.node_bits, greatest(now_ms, p_ms, 0), c.registry_grant_ms),
-                            'until_ms bigint', c.registry_timeout_ms);
+                            'until_ms bigint', deadline, c.registry_timeout_ms);
                         new_until := r.until_ms;
                     EXCEPTION WHEN sqlstate '55000' THEN
                         new_until := 0;  -- not resumable: claim again
@@ -738,7 +765,7 @@ BEGIN
                 coalesce(c.node_id::text, 'NULL'), CASE WHEN word <> 0 THEN (word & node_mask)::text ELSE 'NULL' END,
                 token, coalesce(host(inet_server_addr()), 'local'), coalesce(inet_server_port(), 0),
                 'portable:' || current_database(), greatest(now_ms, p_ms, 0), c.registry_grant_ms),
-                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint', c.registry_timeout_ms);
+                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint', deadline, c.registry_timeout_ms);
             IF r.node_id NOT BETWEEN 0 AND node_mask OR r.until_ms < r.floor_ms THEN
                 RAISE EXCEPTION 'snowflake_id: the registry''s answer to a claim is not one it can give (node id %, floor %, until %)',
                     r.node_id, r.floor_ms, r.until_ms
@@ -767,7 +794,17 @@ BEGIN
         IF p_wait OR failed_state = '57014' THEN
             RAISE;
         END IF;
+        RETURN;
     END;
+    IF p_wait AND coalesce(pg_sequence_last_value('snowflake_portable.grant_word'), 0) >> c.node_bits < p_ms THEN
+        -- Renewed, and still short: the registry grants at most its clock
+        -- plus the fleet's max_grant_ms. Fail rather than ask again.
+        RAISE EXCEPTION 'snowflake_id: the registry''s grant ends at %, before the next ID''s time %',
+            to_timestamp(((pg_sequence_last_value('snowflake_portable.grant_word') >> c.node_bits) + c.epoch_unix_ms) / 1000.0),
+            to_timestamp((p_ms + c.epoch_unix_ms) / 1000.0)
+            USING ERRCODE = '55000',
+                  HINT = 'The registry grants at most its clock plus the fleet''s max_grant_ms: check that this server''s clock is not ahead of the registry''s, and keep max_clock_drift_ms and batches below that.';
+    END IF;
 END
 $$;
 
@@ -894,7 +931,9 @@ BEGIN
         -- Behind the clock, a reserve under way, or a batch: reserve.
         r := snowflake_portable.reserve(p_count, 0, p_count = 1,
             c.epoch_unix_ms, c.node_bits, c.sequence_bits, c.max_clock_drift_ms, registry, NULL);
-        IF r.first IS NOT NULL THEN
+        IF r.word = -1 THEN
+            PERFORM snowflake_portable.ensure_grant(c, r.first, true);
+        ELSIF r.first IS NOT NULL THEN
             first := r.first;
             IF registry THEN
                 IF (r.word >> c.node_bits) - ((r.first + p_count - 1) >> c.sequence_bits) < c.registry_grant_ms / 2 THEN
@@ -906,8 +945,6 @@ BEGIN
                 node_id := c.node_id;
             END IF;
             RETURN;
-        ELSIF r.word = -1 THEN
-            PERFORM snowflake_portable.ensure_grant(c, greatest(now_ms, 0) + (p_count >> c.sequence_bits) + 1, true);
         END IF;
     END LOOP;
 END
@@ -928,6 +965,7 @@ $$;
 -- (The functions of earlier versions, gone.)
 DROP FUNCTION IF EXISTS snowflake_portable.start_session(snowflake_portable.config);
 DROP FUNCTION IF EXISTS snowflake_portable.registry_call(text, text);
+DROP FUNCTION IF EXISTS snowflake_portable.registry_call(text, text, bigint);
 REVOKE ALL ON FUNCTION snowflake_portable.check_config(), snowflake_portable.holds_lock(int),
     snowflake_portable.release_if_held(int),
     snowflake_portable.fail_ahead(bigint, bigint, bigint, bigint, bool),
@@ -935,7 +973,7 @@ REVOKE ALL ON FUNCTION snowflake_portable.check_config(), snowflake_portable.hol
     snowflake_portable.extend_lease(bigint, bigint),
     snowflake_portable.reserve(bigint, bigint, bool, bigint, int, int, bigint, bool, bigint),
     snowflake_portable.issue(bigint, snowflake_portable.config),
-    snowflake_portable.registry_call(text, text, bigint),
+    snowflake_portable.registry_call(text, text, timestamptz, bigint),
     snowflake_portable.ensure_grant(snowflake_portable.config, bigint, bool),
     snowflake_portable.renew(),
     snowflake_portable.pair_to_id(bigint, int, snowflake_portable.config) FROM PUBLIC;

@@ -210,6 +210,17 @@ stalled_call() {
 }
 stalled_call 57014 "SET statement_timeout = '2s'"
 stalled_call 08006 "UPDATE snowflake_portable.config SET registry_timeout_ms = 2000"
+# (And the registry's side gave up too, its statement_timeout set by the
+# connection: no backend of the portable server's role still waits on the
+# lock, which is still held.)
+for _ in $(seq 1 100); do
+  [ "$(sql_value reg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'portable_node' AND wait_event_type = 'Lock'")" = 0 ] && break
+  sleep 0.1
+done
+[ "$(sql_value reg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'portable_node' AND wait_event_type = 'Lock'")" = 0 ] ||
+  fail "calls given up left backends on the registry waiting on its lock"
+[ "$(sql_value reg "SELECT count(*) FROM pg_locks WHERE relation = 'snowflake_registry.node_ids'::regclass AND mode = 'AccessExclusiveLock' AND granted")" = 1 ] ||
+  fail "the registry's lock ended before the check: it shows nothing"
 psql_on reg -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" >/dev/null
 wait "$locker" || true
 owner -c "UPDATE snowflake_portable.config SET registry_timeout_ms = 5000"
@@ -252,6 +263,19 @@ node_p1=$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")
 [ "$(psql_on s1 -d app -At -c "SELECT count(*) FROM t WHERE snowflake_node(id) = $node_s1")" -ge 1000 ] ||
   fail "the promoted standby issued too few IDs: $(head -3 "$SF_WORK/s1.err")"
 pass "split brain: the promoted standby claimed node id $node_s1, its primary writes on with $node_p1"
+# A batch whose end lies further ahead than half a grant (the first call
+# after a restart moves max_clock_drift_ms, 5 s, ahead; the grant is 3 s):
+# one claim that covers the batch's end, not a reserve and a look at the
+# grant on every pass until the clock catches up.
+owner -c "SELECT setval('snowflake_portable.incarnation', 1)" >/dev/null
+guard_before=$(owner -At -c "SELECT pg_sequence_last_value('snowflake_portable.guard')")
+out=$(owner -At -c "INSERT INTO t SELECT snowflake_next_batch(10) RETURNING id") || fail "the batch 5 s ahead failed: $out"
+{ flock 9; echo "$out" >>"$IDS"; record_issuer p1 <<<"$out"; } 9>"$SF_WORK/record.lock"
+guard_after=$(owner -At -c "SELECT pg_sequence_last_value('snowflake_portable.guard')")
+[ $((guard_after - guard_before)) -le 20 ] ||
+  fail "a batch 5 s ahead took $(( (guard_after - guard_before) / 2 )) reserves"
+pass "a batch 5 s ahead of the clock with a 3 s grant: $(( (guard_after - guard_before) / 2 )) reserves"
+
 # pg_cron, where the service runs it, renews with no call at all: p1
 # restarted with pg_cron preloaded (as a service preloads it), the owner
 # schedules renew() every minute (Debian 12's pg_cron 1.4 counts in
