@@ -294,7 +294,8 @@ install_build() {
 }
 # A version's integration tests, less those named in $2: on 15 all but
 # those that need a later version (or a build of the one version that
-# runs them), on the others VERSION_TESTS and the version's own.
+# runs them) or run on one off the critical path (NOT_ON_15), on the
+# others VERSION_TESTS and the version's own.
 integration_tests() {
   local v=$1 leave_out=${2:-} names=() name f
   if [ "$v" = 15 ]; then
