@@ -14,6 +14,9 @@
 #     that returned a batch to its client and never committed), and a
 #     standby promoted without that WAL: the pair comes back below them
 #     (the case is real), and the first IDs after are above them;
+#   - a crash of one backend (the postmaster stays); a READ ONLY
+#     transaction (25006, no lock left); a database dropped and restored
+#     from a dump under its name (a new incarnation);
 #   - the clock stepped back: within the drift limit IDs continue from the
 #     last; far behind, calls fail at once with 58000, and failing calls do
 #     not push the generator ahead of the clock.
@@ -275,6 +278,23 @@ done
 psql_on p1 -U app_owner -d ro -At -c "SET lock_timeout = '5s'" -c "SELECT snowflake_next()" >/dev/null ||
   fail "after a READ ONLY transaction the next call did not issue"
 pass "a READ ONLY transaction: 25006, no lock left behind"
+
+# A database dropped and restored from a dump under its name (same server,
+# same start): the pair's file is another, so a new incarnation, and the
+# first ID is above every ID issued after the dump (here a batch 10 s
+# ahead of the clock), though the dump's generator lies before them.
+psql_on p1 -c "CREATE DATABASE rst OWNER app_owner"
+psql_on p1 -U app_owner -d rst -f "$SQL_FILE" >/dev/null
+psql_on p1 -U app_owner -d rst -c "UPDATE snowflake_portable.config SET node_id = 7, sequence_bits = 4, max_clock_drift_ms = 20000" \
+  -c "SELECT snowflake_next()" >/dev/null
+as_pg "$PG_BIN/pg_dump" -h 127.0.0.1 -p "$port" -U postgres -Fc -f "$SF_WORK/rst.dump" rst
+after_dump=$(psql_on p1 -U app_owner -d rst -At -c "SELECT max(id) FROM snowflake_next_batch(160000) id")
+psql_on p1 -c "DROP DATABASE rst" -c "CREATE DATABASE rst OWNER app_owner"
+as_pg "$PG_BIN/pg_restore" -h 127.0.0.1 -p "$port" -U postgres -d rst "$SF_WORK/rst.dump"
+first=$(psql_on p1 -U app_owner -d rst -At -c "SELECT snowflake_next()")
+[ "$first" -gt "$after_dump" ] ||
+  fail "restored from a dump under its name, the database issued $first, below $after_dump issued after the dump"
+pass "a database dropped and restored from a dump under its name: its first ID is above those issued after the dump"
 
 # The promotion: the standby stopped before the batch, so its WAL never
 # reaches it; the primary dies; the standby is promoted.
