@@ -649,8 +649,9 @@ BEGIN
         EXECUTE format('SELECT * FROM %I.dblink_get_result($1) AS t(%s)', dblink_schema, p_columns) INTO STRICT r USING conn;
         EXECUTE format('SELECT %I.dblink_disconnect($1)', dblink_schema) USING conn;
     EXCEPTION WHEN OTHERS OR query_canceled THEN
-        -- (Dropping the connection ends the query on the registry's side
-        -- once it reads again; an answer lost so is repeated by a retry.)
+        -- (The query on the registry's side ends at the statement_timeout
+        -- the connection set; an answer lost so is repeated by a retry,
+        -- with the claim's token.)
         BEGIN
             EXECUTE format('SELECT %I.dblink_disconnect($1) WHERE $1 = ANY (%I.dblink_get_connections())',
                            dblink_schema, dblink_schema) USING conn;
