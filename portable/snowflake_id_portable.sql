@@ -399,14 +399,12 @@ BEGIN
     LOOP
         BEGIN
             PERFORM pg_advisory_lock(1936617321, 1);
-            IF pg_sequence_last_value('snowflake_portable.guard') IS NULL THEN
+            IF coalesce(pg_sequence_last_value('snowflake_portable.guard') % 2, 1) = 1 THEN
                 -- Never taken (an install, or a crash reset it): its first
                 -- nextval() gives 0, which a call reads as it reads NULL;
                 -- take it now, so that the step below changes the value.
-                PERFORM nextval('snowflake_portable.guard');
-            ELSIF pg_sequence_last_value('snowflake_portable.guard') % 2 = 1 THEN
-                -- A reserve that died half way (its session ended inside
-                -- it) left the guard odd; the pair is above every value kept.
+                -- Or odd: a reserve that died half way (its session ended
+                -- inside it) left it so; the pair is above every value kept.
                 PERFORM nextval('snowflake_portable.guard');
             END IF;
             now_ms := floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - p_epoch_unix_ms;
