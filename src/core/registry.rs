@@ -259,10 +259,16 @@ pub fn pair_below_floor(layout: &IdLayout, floor_ms: i64) -> u64 {
 
 /// How long (ms) a new holder must wait before its first ID, with the clock
 /// at `now_ms` (ms since the epoch): IDs above the floor may run ahead of
-/// the clock by the drift limit, no more. Zero when it may issue now.
-pub fn wait_for_floor_ms(floor_ms: i64, now_ms: i64, max_drift_ms: u64) -> u64 {
-    let first = first_ms_above(floor_ms) as i128;
-    (first - max_drift_ms as i128 - now_ms as i128).clamp(0, u64::MAX as i128) as u64
+/// the clock by the drift limit, no more. Zero when it may issue now, and
+/// zero when no millisecond of the layout is left above the floor: waiting
+/// would not help, and the generator (raised to its last pair by
+/// [`pair_below_floor`]) refuses every ID with "the time field is used up".
+pub fn wait_for_floor_ms(layout: &IdLayout, floor_ms: i64, now_ms: i64, max_drift_ms: u64) -> u64 {
+    let first = first_ms_above(floor_ms);
+    if first > layout.max_time_ms() {
+        return 0;
+    }
+    (first as i128 - max_drift_ms as i128 - now_ms as i128).clamp(0, u64::MAX as i128) as u64
 }
 
 /// Whether the holder should renew now: when less than the grant minus one
@@ -336,10 +342,26 @@ mod tests {
     fn floor_and_waiting() {
         assert_eq!(first_ms_above(-1), 0);
         assert_eq!(first_ms_above(41), 42);
+        let l = IdLayout::new(10, 12).unwrap();
         // Within the drift limit: no wait.
-        assert_eq!(wait_for_floor_ms(10_000, 6_000, 5_000), 0);
-        assert_eq!(wait_for_floor_ms(10_000, 4_000, 5_000), 1_001);
-        assert_eq!(wait_for_floor_ms(-1, -5, 0), 5);
+        assert_eq!(wait_for_floor_ms(&l, 10_000, 6_000, 5_000), 0);
+        assert_eq!(wait_for_floor_ms(&l, 10_000, 4_000, 5_000), 1_001);
+        assert_eq!(wait_for_floor_ms(&l, -1, -5, 0), 5);
+    }
+
+    #[test]
+    fn no_wait_for_a_floor_at_the_end_of_the_time_field() {
+        // A floor at the field's last millisecond leaves nothing to wait
+        // for: the generator refuses at once that the field is used up,
+        // however far the clock is from the end (before: a wait of up to
+        // the grant, then that refusal).
+        let l = IdLayout::new(0, 28).unwrap(); // 35 time bits
+        let end = l.max_time_ms() as i64;
+        assert_eq!(wait_for_floor_ms(&l, end, 0, 1_000), 0);
+        assert_eq!(wait_for_floor_ms(&l, end, end - 40_000, 0), 0);
+        assert_eq!(wait_for_floor_ms(&l, i64::MAX, 0, 0), 0);
+        // One millisecond before it: that millisecond is still to come.
+        assert_eq!(wait_for_floor_ms(&l, end - 1, end - 5_000, 1_000), 4_000);
     }
 
     fn asked(node_id: Option<u64>) -> Asked {
@@ -457,8 +479,13 @@ mod tests {
     #[test]
     fn floor_arithmetic_saturates() {
         assert_eq!(first_ms_above(i64::MAX), i64::MAX as u64);
-        assert_eq!(wait_for_floor_ms(i64::MAX, i64::MIN, 0), u64::MAX);
-        assert_eq!(wait_for_floor_ms(i64::MIN, i64::MAX, u64::MAX), 0);
+        let l = IdLayout::new(10, 12).unwrap();
+        let end = l.max_time_ms() as i64;
+        assert_eq!(
+            wait_for_floor_ms(&l, end - 1, i64::MIN, 0),
+            (end as i128 - i64::MIN as i128) as u64
+        );
+        assert_eq!(wait_for_floor_ms(&l, i64::MIN, i64::MAX, u64::MAX), 0);
     }
 
     #[test]

@@ -15,7 +15,11 @@
 #      the field's end, with that floor, and must issue nothing: no
 #      millisecond is left above it (54000). Before, the generator was
 #      raised only to the pair before (end, 0), and `b` issued the field's
-#      last millisecond again: a's IDs.
+#      last millisecond again: a's IDs. `b` has no drift allowance
+#      (max_clock_drift = 0), so it is always some seconds short of the
+#      floor: it must say at once that the field is used up (before, it
+#      said to wait for the floor, 55000, and said 54000 only when its
+#      clock came within the drift limit of the end).
 # Every ID is recorded; the test ends with the check that none was issued
 # twice.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -68,7 +72,7 @@ floor=$(sql_value reg "SELECT max_until_ms FROM snowflake_registry.node_ids WHER
 
 # --- 2. b claims node id 0 above the field's last millisecond, before the
 # clock gets there
-node_init b "${LAYOUT[@]}"
+node_init b "${LAYOUT[@]}" "snowflake_id.max_clock_drift = 0"
 cluster_start b
 make_table b
 for _ in $(seq 1 50); do

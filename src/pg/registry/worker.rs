@@ -311,6 +311,7 @@ impl ClaimWorker {
         // far, so that no ID runs that far ahead of the clock meanwhile.
         if again.is_some()
             && wait_for_floor_ms(
+                layout,
                 grant.floor_ms,
                 clock::now_ms(config),
                 settings::max_clock_drift_ms(),
@@ -366,7 +367,8 @@ impl ClaimWorker {
     /// within the drift limit.
     pub(super) fn publish_when_near(&mut self, config: &Config, state: &ClaimState) {
         let floor = state.floor_ms.load(Ordering::Acquire);
-        let wait = wait_for_floor_ms(floor, clock::now_ms(config), settings::max_clock_drift_ms());
+        let drift = settings::max_clock_drift_ms();
+        let wait = wait_for_floor_ms(&config.layout, floor, clock::now_ms(config), drift);
         if wait == 0 {
             state.node_id.store(
                 state.claimed_node.load(Ordering::Acquire),
@@ -376,7 +378,7 @@ impl ClaimWorker {
         } else {
             let node = state.claimed_node.load(Ordering::Acquire);
             state.set_message(&format!(
-                "node id {node} was claimed from the registry, and its previous holder may have issued IDs up to {} (its grant): this server issues from {wait} ms before that time on (snowflake_id.max_clock_drift)",
+                "node id {node} was claimed from the registry, and its previous holder may have issued IDs up to {} (its grant): this server issues from {drift} ms before that time on (snowflake_id.max_clock_drift), in {wait} ms",
                 time_text(config, floor)
             ));
         }
