@@ -7,11 +7,14 @@
 #   PG_CONFIG=/path/to/pg_config scripts/package.sh   # any other server (a source build)
 #   scripts/package.sh --git-rev REV        # the packages of an earlier commit (a previous
 #                                           # release, for the upgrade test; cached)
+#   scripts/package.sh --arch arm64         # for arm64, built on amd64 (scripts/cross.sh:
+#                                           # how, and what it installs first); 15 for now
 #
 # It runs `cargo pgrx package` (a release build plus the generated install
 # script) and makes two packages of its output, in target/package/:
 #
-# 1. The Debian package postgresql-<major>-snowflake-id_<version>-1_<arch>.deb,
+# 1. The Debian package postgresql-<major>-snowflake-id_<version>-1_<arch>.deb
+#    (<arch>: amd64, or arm64 with --arch arm64),
 #    in the layout of Debian's and the PostgreSQL project's (apt.postgresql.org)
 #    server packages, whatever pg_config built it:
 #      /usr/lib/postgresql/<major>/lib/snowflake_id.so
@@ -21,7 +24,8 @@
 #        changelog.Debian.gz, examples/ (the monitoring queries and rules)
 #    Depends on postgresql-<major> and on the libraries the .so links
 #    (dpkg-shlibdeps). `apt-get install ./<file>.deb` installs it.
-# 2. The archive snowflake_id-<version>-pg<major>-linux-<arch>.tar.gz, whose
+# 2. The archive snowflake_id-<version>-pg<major>-linux-<machine>.tar.gz
+#    (<machine>: x86_64 or aarch64), whose
 #    paths are the building server's own directories (pg_config's pkglibdir
 #    and sharedir), relative to /, for servers not packaged by Debian:
 #    `tar -xzf <archive> -C /` on a server with the same paths.
@@ -35,27 +39,41 @@ cd "$ROOT"
 # shellcheck source=rust.sh
 . scripts/rust.sh
 
-usage() { echo "package: usage: scripts/package.sh [--pg 15|16|17|18|19|all] [--git-rev REV]" >&2; exit 2; }
-git_rev=""
+usage() { echo "package: usage: scripts/package.sh [--pg 15|16|17|18|19|all] [--arch amd64|arm64] [--git-rev REV]" >&2; exit 2; }
+git_rev="" arch=$(dpkg --print-architecture) all=0
 while [ $# -gt 0 ]; do
   case $1 in
     --pg)
       [ $# -ge 2 ] || usage
-      if [ "$2" = all ]; then
-        [ $# -eq 2 ] || usage
-        for v in "${SF_PG_VERSIONS[@]}"; do bash "$ROOT/scripts/package.sh" --pg "$v"; done
-        exit 0
-      fi
+      if [ "$2" = all ]; then all=1; shift 2; continue; fi
       PG_CONFIG=$(pg_config_for "$2")
       [ -n "$PG_CONFIG" ] || { echo "package: PostgreSQL $2 is not installed (scripts/setup.sh --pg $2)" >&2; exit 1; }
       shift 2 ;;
     --git-rev) [ $# -ge 2 ] || usage; git_rev=$2; shift 2 ;;
+    --arch)
+      [ $# -ge 2 ] || usage
+      case $2 in amd64 | arm64) arch=$2 ;; *) usage ;; esac
+      shift 2 ;;
     *) usage ;;
   esac
 done
+if [ "$all" = 1 ]; then
+  for v in "${SF_PG_VERSIONS[@]}"; do bash "$ROOT/scripts/package.sh" --pg "$v" --arch "$arch"; done
+  exit 0
+fi
+# Another architecture than this machine's: a cross build.
+cross=""
+if [ "$arch" != "$(dpkg --print-architecture)" ]; then
+  [ "$arch" = arm64 ] && [ "$(dpkg --print-architecture)" = amd64 ] ||
+    { echo "package: $arch packages are built on amd64 or on $arch itself" >&2; exit 1; }
+  [ -z "$git_rev" ] || { echo "package: --git-rev builds for this machine only" >&2; exit 1; }
+  # shellcheck source=cross.sh
+  . scripts/cross.sh
+  cross=$SF_CROSS_TARGET
+fi
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 major=$(pg_major "$PG_CONFIG")
-arch=$(dpkg --print-architecture)
+case $arch in amd64) machine=x86_64 ;; arm64) machine=aarch64 ;; *) machine=$(uname -m) ;; esac
 [ -n "$major" ] || { echo "package: cannot read the PostgreSQL major of $PG_CONFIG" >&2; exit 1; }
 out="$ROOT/target/package"
 mkdir -p "$out"
@@ -160,6 +178,11 @@ sharedir=$("$PG_CONFIG" --sharedir)
 profile=release package_args=()
 if [ "${SF_PACKAGE_DEBUG:-0}" = 1 ]; then profile=debug package_args=(--debug); fi
 staged="$target_dir/$profile/snowflake_id-pg$major"
+if [ -n "$cross" ]; then
+  cross_ensure && cross_env "$major" || { echo "package: the arm64 build's toolchain or headers are missing (above)" >&2; exit 1; }
+  package_args+=(--target "$cross")
+  staged="$target_dir/$cross/$profile/snowflake_id-pg$major"
+fi
 rm -rf "$staged"   # no leftovers (an upgrade script removed from sql/)
 cargo pgrx package "${package_args[@]}" --pg-config "$PG_CONFIG" >&2
 [ -f "$staged$pkglibdir/snowflake_id.so" ] || { echo "package: $staged has no library" >&2; exit 1; }
@@ -167,7 +190,7 @@ cargo pgrx package "${package_args[@]}" --pg-config "$PG_CONFIG" >&2
 # --- the Debian package
 pkg="postgresql-$major-snowflake-id"
 debversion="$version-1"
-root="$target_dir/package-root/$pkg"
+root="$target_dir/package-root/$pkg-$arch"
 rm -rf "$root"
 libdir="$root/usr/lib/postgresql/$major/lib"
 extdir="$root/usr/share/postgresql/$major/extension"
@@ -231,7 +254,7 @@ dpkg-deb --contents "$deb" >&2
 
 # --- the archive (files only: directory entries would reset the modes of
 # /usr and friends when extracted with -C /)
-archive="$out/snowflake_id-$version-pg$major-linux-$(uname -m).tar.gz"
+archive="$out/snowflake_id-$version-pg$major-linux-$machine.tar.gz"
 (cd "$staged" && find . -type f | sort) |
   tar -C "$staged" --owner=0 --group=0 --numeric-owner --no-recursion -czf "$archive" -T -
 tar -tzvf "$archive" >&2

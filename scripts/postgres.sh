@@ -268,6 +268,28 @@ _pg_sid_served() {
   _pg_as_root chroot "$1" apt-cache policy "postgresql-$2" 2>/dev/null | awk '/Candidate:/ && !seen { seen = 1; if ($2 != "(none)") print $2 }'
 }
 
+# pg_debian_root_prepare ROOT: a Debian root made by debootstrap readied
+# for PostgreSQL's packages: no service starts in it, no cluster is made at
+# install, and its postgres user is this machine's (same uid and gid), who
+# runs the servers. (Also the arm64 root of scripts/cross.sh.)
+pg_debian_root_prepare() {
+  local root=$1
+  printf '#!/bin/sh\nexit 101\n' | _pg_as_root tee "$root/usr/sbin/policy-rc.d" >/dev/null
+  _pg_as_root chmod 755 "$root/usr/sbin/policy-rc.d"
+  _pg_as_root mkdir -p "$root/etc/postgresql-common"
+  echo 'create_main_cluster = false' | _pg_as_root tee "$root/etc/postgresql-common/createcluster.conf" >/dev/null
+  # (postgresql-common's postinst runs systemd-tmpfiles, which needs /proc:
+  # the root's /run/postgresql is never used, so it does nothing there,
+  # rather than /proc being mounted into the cache.)
+  _pg_as_root chroot "$root" dpkg-divert --quiet --local --rename --add /usr/bin/systemd-tmpfiles &&
+    _pg_as_root ln -sfn /bin/true "$root/usr/bin/systemd-tmpfiles" || return 1
+  if id postgres >/dev/null 2>&1; then
+    _pg_as_root chroot "$root" groupadd -g "$(id -g postgres)" postgres &&
+      _pg_as_root chroot "$root" useradd -u "$(id -u postgres)" -g "$(id -g postgres)" -d /var/lib/postgresql -s /bin/sh postgres 2>/dev/null ||
+      { _pg_log "adding the postgres user to $root failed"; return 1; }
+  fi
+}
+
 # _pg_sid MAJOR: PostgreSQL MAJOR in a Debian sid root (see the header):
 # debootstrap, the server's packages installed with the root's apt (their
 # dependencies from sid), the headers unpacked, the programs patched.
@@ -283,25 +305,10 @@ _pg_sid() {
     { _pg_log "debootstrap sid failed:"; tail -5 "$log" >&2; rm -f "$log"; return 1; }
   # The server's own apt: experimental beside sid; this machine's copies of
   # both are served past their Valid-Until (the files are pinned by
-  # SHA-256, see scripts/sources.sh); no service starts in the root; no
-  # cluster is made at install; its postgres user is this machine's (same
-  # uid and gid), who runs the servers.
+  # SHA-256, see scripts/sources.sh); then pg_debian_root_prepare.
   echo "deb $SF_DEBIAN_MIRROR experimental main" | _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
   echo 'Acquire::Check-Valid-Until "false";' | _pg_as_root tee "$root/etc/apt/apt.conf.d/90snowflake-id" >/dev/null
-  printf '#!/bin/sh\nexit 101\n' | _pg_as_root tee "$root/usr/sbin/policy-rc.d" >/dev/null
-  _pg_as_root chmod 755 "$root/usr/sbin/policy-rc.d"
-  _pg_as_root mkdir -p "$root/etc/postgresql-common"
-  echo 'create_main_cluster = false' | _pg_as_root tee "$root/etc/postgresql-common/createcluster.conf" >/dev/null
-  # (postgresql-common's postinst runs systemd-tmpfiles, which needs /proc:
-  # the root's /run/postgresql is never used, so it does nothing there,
-  # rather than /proc being mounted into the cache.)
-  _pg_as_root chroot "$root" dpkg-divert --quiet --local --rename --add /usr/bin/systemd-tmpfiles &&
-    _pg_as_root ln -sfn /bin/true "$root/usr/bin/systemd-tmpfiles" || return 1
-  if id postgres >/dev/null 2>&1; then
-    _pg_as_root chroot "$root" groupadd -g "$(id -g postgres)" postgres &&
-      _pg_as_root chroot "$root" useradd -u "$(id -u postgres)" -g "$(id -g postgres)" -d /var/lib/postgresql -s /bin/sh postgres ||
-      return 1
-  fi
+  pg_debian_root_prepare "$root" || return 1
   _pg_as_root chroot "$root" apt-get -qq update >&2 || { _pg_log "apt-get update in the sid root failed"; return 1; }
   local served debs="$root/var/cache/snowflake-id-debs" id f unpinned=0
   served=$(_pg_sid_served "$root" "$major")

@@ -90,6 +90,17 @@ if ! cargo pgrx --version 2>/dev/null | grep " ${PGRX_VERSION}\$" >/dev/null; th
   cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked --debug
 fi
 
+# The arm64 build and its emulated server (tests/integration/arm64.sh,
+# scripts/package.sh --arch arm64): the cross toolchain with Rust's
+# standard library for arm64, qemu-user-static registered with binfmt_misc
+# (scripts/cross.sh). The arm64 root itself is made when first needed.
+if [ $demo -eq 0 ]; then
+  # shellcheck source=cross.sh
+  . "$ROOT/scripts/cross.sh"
+  cross_ensure
+  arm64_emulation_ensure
+fi
+
 # PGXN's validator of META.json (tests/integration/pgxn.sh): the pgxn_meta
 # crate of the PGXN project, a debug build (it validates one small file; its
 # release build took 2 min 22 s on a bare machine).

@@ -169,7 +169,15 @@ BACKGROUND_RC=$BACKGROUND_LOG.status
 background_pid= background_started=0
 first=${versions[0]}
 background_compile() {
-  local v started
+  local v started arm64_pid=""
+  # The arm64 root (tests/integration/arm64.sh, a release test of 15):
+  # debootstrap and apt under emulation, minutes of one core, made beside
+  # the builds when it is not cached.
+  if [ "$first" = 15 ]; then
+    echo "== the arm64 root (scripts/cross.sh arm64_root 15), beside the builds"
+    (. scripts/cross.sh && arm64_root 15 >/dev/null) &
+    arm64_pid=$!
+  fi
   started=$SECONDS
   echo "== cargo test --lib --no-run (pg$first: cargo pgrx test's build)"
   cargo test --lib --no-run --no-default-features --features "pg$first pg_test"
@@ -181,6 +189,13 @@ background_compile() {
     echo "== cargo rustc --lib --release (pg15: cargo pgrx install --release's build)"
     cargo rustc --lib --release --features pg15 --no-default-features -- -C link-arg=-Wl,--no-gc-sections
     echo "== pg15 release built ($((SECONDS - started))s)"
+    # The arm64 package's build (scripts/package.sh --arch arm64 runs this
+    # command through cargo pgrx package --target).
+    started=$SECONDS
+    echo "== cargo rustc --lib --release --target aarch64-unknown-linux-gnu (pg15: the arm64 package's build)"
+    (. scripts/cross.sh && cross_env 15 &&
+      cargo rustc --lib --release --target "$SF_CROSS_TARGET" --features pg15 --no-default-features -- -C link-arg=-Wl,--no-gc-sections)
+    echo "== pg15 arm64 release built ($((SECONDS - started))s)"
   fi
   for v in "${clippy_versions[@]}"; do
     started=$SECONDS
@@ -194,6 +209,10 @@ background_compile() {
     cargo test --lib --no-run --no-default-features --features "pg$v pg_test"
     echo "== pg$v built ($((SECONDS - started))s)"
   done
+  if [ -n "$arm64_pid" ]; then
+    wait "$arm64_pid" || { echo "== the arm64 root could not be made (above)"; return 1; }
+    echo "== the arm64 root built"
+  fi
 }
 start_background_compile() {
   background_started=1
@@ -254,8 +273,10 @@ with_install_lock() { flock "$INSTALL_LOCK" "$@"; }
 # than the clock allows (which a debug build does not); and the rolling
 # upgrade, which starts from the previous release's package that
 # deb_package builds (on a bare machine, a build beside the background
-# compile job would wait on cargo's lock).
-RELEASE_TESTS="instructions package_install deb_package registry_rolling_upgrade clock_burst"
+# compile job would wait on cargo's lock); and the arm64 package under
+# emulation (arm64), whose release build and root the background job
+# makes.
+RELEASE_TESTS="instructions package_install deb_package registry_rolling_upgrade clock_burst arm64"
 
 PGRX_TEST_DIR=$(mktemp -d /tmp/snowflake_pgrx_test.XXXXXX)
 chown postgres:postgres "$PGRX_TEST_DIR"

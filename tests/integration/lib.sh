@@ -26,9 +26,10 @@ chown postgres:postgres "$SF_WORK"
 declare -a SF_CLUSTERS=()
 
 # Runs a command as the postgres user, keeping the environment variables that
-# libfaketime and our helpers need.
+# libfaketime, our helpers and the emulated arm64 server (QEMU_LD_PREFIX,
+# tests/integration/arm64.sh) need.
 as_pg() {
-  sudo -u postgres --preserve-env=LD_PRELOAD,FAKETIME_TIMESTAMP_FILE,FAKETIME_CACHE_DURATION,FAKETIME_DONT_FAKE_MONOTONIC,FAKETIME_DONT_RESET,PGOPTIONS "$@"
+  sudo -u postgres --preserve-env=LD_PRELOAD,FAKETIME_TIMESTAMP_FILE,FAKETIME_CACHE_DURATION,FAKETIME_DONT_FAKE_MONOTONIC,FAKETIME_DONT_RESET,PGOPTIONS,QEMU_LD_PREFIX "$@"
 }
 
 cluster_dir()  { echo "$SF_WORK/$1"; }

@@ -1,0 +1,174 @@
+# shellcheck shell=bash
+# Building snowflake_id for arm64 (aarch64) on an amd64 machine, and running
+# arm64 PostgreSQL under emulation to test what was built.
+#
+# The build is `cargo pgrx package --target aarch64-unknown-linux-gnu` with
+# the same major's amd64 pg_config (cross_env sets what it needs). pgrx
+# 0.19 builds for another target with these, and nothing of its own:
+#   - the arm64 server headers, from which pgrx-pg-sys generates its
+#     bindings (PGRX_INCLUDEDIR_SERVER): the amd64 headers are not the same
+#     (pg_config.h; s_lock.h makes slock_t an int on arm64, a char on
+#     x86-64, which moves every field after a spinlock);
+#   - bindgen's clang told the target (BINDGEN_EXTRA_CLANG_ARGS_<target>),
+#     with the cross toolchain's C library headers;
+#   - a C cross compiler for pgrx's C shim (CC_<target>, AR_<target>) and
+#     the linker (CARGO_TARGET_<TARGET>_LINKER): gcc-aarch64-linux-gnu;
+#   - Rust's standard library for the target: Debian's
+#     libstd-rust-web-dev:arm64 (multiarch, the version of the host's
+#     rustc-web), or `rustup target add` where rustup's Rust is used;
+#   - the rest of pg_config (the version, the configure flags, the
+#     directories of the package's layout) is the amd64 server's of the
+#     same major: the same Debian build for another architecture.
+# The SQL install script comes out the same: pgrx reads its entities from
+# a section of the arm64 library (tests/integration/arm64.sh compares it
+# with the amd64 package's).
+#
+# The emulated arm64 server is Debian 12's postgresql-15 for arm64 in an
+# arm64 Debian root (debootstrap --arch arm64; the second stage and apt run
+# under qemu-user-static through binfmt_misc), cached in
+# $SF_PG_CACHE/arm64/. Its programs run on this machine like any other
+# server here, with QEMU_LD_PREFIX=<root> (qemu's loader and library lookups
+# go to the root first): no chroot, so the tests' helpers drive them
+# unchanged. A package is installed into a copy of the root with the root's
+# own apt-get (in a chroot), as a user installs it.
+#
+#   cross_ensure             the host's cross toolchain (root or sudo)
+#   cross_headers MAJOR      prints the arm64 server include directory
+#   cross_env MAJOR          exports what cargo pgrx needs for the target
+#   arm64_emulation_ensure   qemu-user-static registered with binfmt_misc
+#   arm64_root MAJOR         prints an arm64 Debian root with postgresql-MAJOR
+#                            installed (made once, cached)
+
+SF_CROSS_TARGET=aarch64-unknown-linux-gnu
+SF_CROSS_GCC=aarch64-linux-gnu-gcc
+
+_cross_log() { echo "cross.sh: $*" >&2; }
+
+# _cross_rust_std: the standard library for the target, where the rustc in
+# use keeps its own.
+_cross_rust_std() {
+  local sysroot
+  sysroot=$(rustc --print sysroot) || return 1
+  [ -d "$sysroot/lib/rustlib/$SF_CROSS_TARGET/lib" ] && return 0
+  if [ "$sysroot" = /usr ]; then
+    # Debian's rustc-web: its standard library for arm64, the same version.
+    local version
+    version=$(dpkg-query -W -f='${Version}' libstd-rust-web-dev 2>/dev/null) ||
+      { _cross_log "rustc is in /usr but not Debian's rustc-web: add the $SF_CROSS_TARGET standard library by hand"; return 1; }
+    apt_ensure "libstd-rust-web-dev:arm64=$version" || return 1
+  elif command -v rustup >/dev/null; then
+    rustup target add "$SF_CROSS_TARGET" >&2 || return 1
+  else
+    _cross_log "no standard library for $SF_CROSS_TARGET in $sysroot, and no rustup to add it"
+    return 1
+  fi
+  [ -d "$sysroot/lib/rustlib/$SF_CROSS_TARGET/lib" ]
+}
+
+# cross_ensure: arm64 as a foreign architecture of dpkg (the target's
+# standard library and the C library that dpkg-shlibdeps reads come as
+# multiarch packages), the cross compiler, and Rust's standard library for
+# the target.
+cross_ensure() {
+  if ! grep -qx arm64 <<<"$(dpkg --print-foreign-architectures)"; then
+    _cross_log "adding arm64 as a foreign architecture of dpkg (dpkg --add-architecture arm64)"
+    _pg_as_root dpkg --add-architecture arm64 && _pg_as_root apt-get update -qq >&2 || return 1
+  fi
+  # (apt_ensure asks dpkg-query: a package that is there costs nothing.)
+  apt_ensure gcc-aarch64-linux-gnu libc6-dev-arm64-cross libc6:arm64 libgcc-s1:arm64 || return 1
+  _cross_rust_std
+}
+
+# cross_headers MAJOR: the arm64 server headers of MAJOR, unpacked once
+# into the cache; prints their include directory (the one with postgres.h).
+# 15: Debian 12's postgresql-server-dev-15 for arm64, the version of the
+# amd64 one installed here (the same source, built for arm64).
+cross_headers() {
+  local major=$1 version dir
+  case $major in
+    15)
+      version=$(dpkg-query -W -f='${Version}' postgresql-server-dev-15 2>/dev/null) ||
+        { _cross_log "postgresql-server-dev-15 is not installed (scripts/setup.sh)"; return 1; }
+      ;;
+    *) _cross_log "no arm64 server headers for PostgreSQL $major here (15 only)"; return 1 ;;
+  esac
+  _pg_cache_dir || return 1
+  dir="$SF_PG_CACHE/arm64/headers-$major-$version"
+  if [ ! -f "$dir/.done" ]; then
+    _pg_as_root rm -rf "$dir" && _pg_as_root mkdir -p "$dir/deb" || return 1
+    (cd "$dir/deb" && _pg_as_root apt-get download -qq "postgresql-server-dev-$major:arm64=$version" >&2) ||
+      { _cross_log "apt-get download postgresql-server-dev-$major:arm64=$version failed"; return 1; }
+    _pg_as_root dpkg-deb -x "$dir"/deb/*.deb "$dir/root" && _pg_as_root rm -rf "$dir/deb" || return 1
+    _pg_as_root touch "$dir/.done"
+  fi
+  local include="$dir/root/usr/include/postgresql/$major/server"
+  [ -f "$include/postgres.h" ] || { _cross_log "no postgres.h in $include"; return 1; }
+  echo "$include"
+}
+
+# cross_env MAJOR: exports the variables of the arm64 build of MAJOR (see
+# the header).
+cross_env() {
+  local include
+  include=$(cross_headers "$1") || return 1
+  export PGRX_INCLUDEDIR_SERVER="$include"
+  export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$SF_CROSS_GCC
+  export CC_aarch64_unknown_linux_gnu=$SF_CROSS_GCC
+  export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
+  export BINDGEN_EXTRA_CLANG_ARGS_aarch64_unknown_linux_gnu="--target=aarch64-linux-gnu"
+}
+
+# arm64_emulation_ensure: arm64 programs run here (qemu-user-static through
+# binfmt_misc, its entry registered with the F flag: the emulator is opened
+# at registration, so it also serves chroots). Root or sudo.
+arm64_emulation_ensure() {
+  apt_ensure qemu-user-static debootstrap || return 1
+  local misc=/proc/sys/fs/binfmt_misc
+  if [ ! -e "$misc/register" ]; then
+    _pg_as_root mount -t binfmt_misc binfmt_misc "$misc" ||
+      { _cross_log "cannot mount binfmt_misc on $misc (as root: mount -t binfmt_misc binfmt_misc $misc)"; return 1; }
+  fi
+  if [ ! -e "$misc/qemu-aarch64" ]; then
+    local conf=/usr/lib/binfmt.d/qemu-aarch64.conf
+    [ -f "$conf" ] || { _cross_log "qemu-user-static has no $conf"; return 1; }
+    _pg_as_root sh -c "cat '$conf' > '$misc/register'" || { _cross_log "registering $conf with binfmt_misc failed"; return 1; }
+  fi
+  grep -qx enabled "$misc/qemu-aarch64" || { _cross_log "binfmt_misc's qemu-aarch64 entry is disabled"; return 1; }
+}
+
+# arm64_root MAJOR: an arm64 Debian 12 root with postgresql-MAJOR (15) and
+# the client programs, made once into the cache (debootstrap, then the
+# root's apt with Debian 12's updates and security archives: the server
+# version of the amd64 one here), readied by pg_debian_root_prepare
+# (scripts/postgres.sh); prints its path.
+arm64_root() {
+  local major=$1
+  [ "$major" = 15 ] || { _cross_log "the arm64 root has Debian 12's PostgreSQL 15 only"; return 1; }
+  arm64_emulation_ensure || return 1
+  _pg_cache_dir || return 1
+  local dir="$SF_PG_CACHE/arm64/bookworm-pg$major"
+  if [ ! -f "$dir/.installed" ]; then
+    (
+      exec 9>"$SF_PG_CACHE/.arm64.lock" && flock 9 || exit 1
+      [ -f "$dir/.installed" ] && exit 0
+      local build="$dir.building" root log
+      root="$build/root"
+      log=$(mktemp)
+      _pg_as_root rm -rf "$build" && _pg_as_root mkdir -p "$build" || exit 1
+      _cross_log "an arm64 Debian 12 root with PostgreSQL $major in $dir (debootstrap and apt under emulation: minutes)"
+      _pg_as_root debootstrap --arch arm64 --variant=minbase bookworm "$root" "$SF_DEBIAN_MIRROR" >"$log" 2>&1 ||
+        { _cross_log "debootstrap --arch arm64 failed:"; tail -5 "$log" >&2; exit 1; }
+      printf 'deb %s bookworm-updates main\ndeb http://deb.debian.org/debian-security bookworm-security main\n' "$SF_DEBIAN_MIRROR" |
+        _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
+      pg_debian_root_prepare "$root" || exit 1
+      _pg_as_root chroot "$root" apt-get -qq update >&2 || { _cross_log "apt-get update in the arm64 root failed"; exit 1; }
+      _pg_as_root chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "postgresql-$major" >"$log" 2>&1 || { _cross_log "installing postgresql-$major in the arm64 root failed:"; tail -10 "$log" >&2; exit 1; }
+      _pg_as_root chroot "$root" apt-get clean
+      rm -f "$log"
+      [ -x "$root/usr/lib/postgresql/$major/bin/postgres" ] || { _cross_log "no postgres in the arm64 root"; exit 1; }
+      _pg_as_root rm -rf "$dir" && _pg_as_root mv "$build" "$dir" && echo "$dir/root" | _pg_as_root tee "$dir/.installed" >/dev/null
+    ) || return 1
+  fi
+  echo "$dir/root"
+}
