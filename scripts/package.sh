@@ -8,7 +8,7 @@
 #   scripts/package.sh --git-rev REV        # the packages of an earlier commit (a previous
 #                                           # release, for the upgrade test; cached)
 #   scripts/package.sh --arch arm64         # for arm64, built on amd64 (scripts/cross.sh:
-#                                           # how, and what it installs first); 15 for now
+#                                           # how, and what it installs first)
 #
 # It runs `cargo pgrx package` (a release build plus the generated install
 # script) and makes two packages of its output, in target/package/:

@@ -180,10 +180,20 @@ _pg17_add_headers() {
   _pg_as_root mkdir -p "$includedir"
   _pg_as_root cp -a "$unpacked/usr/include/postgresql/17/server/." "$includedir/"
   rm -rf "$unpacked"
+  pg17_headers_for_wheel "$includedir"
+}
+
+# pg17_headers_for_wheel INCLUDEDIR: Debian's 17.12 server headers in
+# INCLUDEDIR made to match the 17.10 wheel's server: pg_config.h's feature
+# macros of what it was built without turned off, and heap_getattr() as
+# _pg17_match_server leaves it. (Also the arm64 headers of scripts/cross.sh,
+# for the arm64 package of the same build.)
+pg17_headers_for_wheel() {
+  local includedir=$1
   _pg_as_root sed -i -E 's@^#define (USE_ICU|USE_LDAP|USE_LLVM|USE_SYSTEMD|USE_PAM|ENABLE_NLS|HAVE_LIBSELINUX) 1$@/* #undef \1 (not in the server this was added to) */@' \
     "$includedir/pg_config.h"
   ! grep -qE '^#define (USE_ICU|USE_LLVM) 1$' "$includedir/pg_config.h" || return 1
-  _pg17_match_server "$prefix"
+  _pg17_match_header "$includedir/access/htup_details.h"
 }
 
 # _pg17_match_server PREFIX: the one inline function of the 17.12 headers
@@ -194,7 +204,10 @@ _pg17_add_headers() {
 # 17.10's own heap_getattr(). Idempotent: set-up runs it on an installed 17
 # too (installs made before this line).
 _pg17_match_server() {
-  local header; header="$("$1/bin/pg_config" --includedir-server)/access/htup_details.h"
+  _pg17_match_header "$("$1/bin/pg_config" --includedir-server)/access/htup_details.h"
+}
+_pg17_match_header() {
+  local header=$1
   [ -f "$header" ] || return 0
   grep -q '^[[:space:]]*heap_datum_check(tup->t_data, tupleDesc);' "$header" || return 0
   _pg_log "PostgreSQL 17: leaving heap_datum_check() out of heap_getattr() in $header (not in the 17.10 server)"

