@@ -69,5 +69,5 @@ git archive --format=tar --prefix="snowflake_id-$version/" HEAD | gzip -9n >"$ou
 
 (cd "$out" && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%f\n' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
 (cd "$out" && sha256sum --quiet -c SHA256SUMS) || { echo "release: SHA256SUMS does not check" >&2; exit 1; }
-echo "release: $(($(wc -l <"$out/SHA256SUMS"))) files in $out ($((SECONDS - started)) s)" >&2
+echo "release: $(wc -l <"$out/SHA256SUMS") files in $out ($((SECONDS - started)) s)" >&2
 echo "$out"

@@ -43,7 +43,7 @@ NODE_ID=11
 # 16 IDs a millisecond (4 sequence bits): one batch of the drift limit's
 # IDs (5,001 ms of them) runs 5 s ahead of the clock (steps 4 and 5).
 SEQ_BITS=4
-BURST=$(( (5000 + 1) * (1 << SEQ_BITS) ))
+BURST=$(max_batch "$SEQ_BITS" 5000)
 
 # --- 1. the packages
 built=$(mktemp -d "$SF_WORK/packages.XXXXXX")
