@@ -192,20 +192,27 @@ mod tests {
     /// one that did, while the transaction was unfinished, would let a
     /// consumer pass its row. `issue_then_publish` runs the wrong order
     /// (issue, then publish), which the check must catch.
-    fn run_protocol(writers: usize, issue_then_publish: bool) -> (u64, u64) {
+    ///
+    /// The readers run for 300 ms and until the writers have ended
+    /// `min_rounds` transactions in all, whichever is later (at most a
+    /// minute): on a busy machine the writers get little of the 300 ms, and
+    /// a check of a fixed time would test less, or fail for it.
+    fn run_protocol(writers: usize, issue_then_publish: bool, min_rounds: u64) -> (u64, u64) {
         let generator = Arc::new(AtomicU64::new(0));
+        let rounds_done = Arc::new(AtomicU64::new(0));
         let slots: Arc<Vec<Slot>> = Arc::new((0..writers).map(|_| Slot::default()).collect());
         let latest_horizon = Arc::new(AtomicU64::new(0));
         let violations = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         for w in 0..writers {
-            let (generator, slots, latest_horizon, violations, stop) = (
+            let (generator, slots, latest_horizon, violations, stop, rounds_done) = (
                 generator.clone(),
                 slots.clone(),
                 latest_horizon.clone(),
                 violations.clone(),
                 stop.clone(),
+                rounds_done.clone(),
             );
             threads.push(std::thread::spawn(move || {
                 let mut round = 0u64;
@@ -230,12 +237,19 @@ mod tests {
                     }
                     slots[w].clear();
                     round += 1;
+                    rounds_done.fetch_add(1, Ordering::SeqCst);
                 }
                 round
             }));
         }
         let start = std::time::Instant::now();
-        while start.elapsed() < std::time::Duration::from_millis(300) {
+        let (least, most) = (
+            std::time::Duration::from_millis(300),
+            std::time::Duration::from_secs(60),
+        );
+        while (start.elapsed() < least || rounds_done.load(Ordering::SeqCst) < min_rounds)
+            && start.elapsed() < most
+        {
             let next = generator.load(Ordering::SeqCst) + 1;
             let h = horizon(next, slots.iter().map(Slot::get));
             latest_horizon.fetch_max(h, Ordering::SeqCst);
@@ -247,8 +261,11 @@ mod tests {
 
     #[test]
     fn horizon_never_passes_an_unfinished_id() {
-        let (violations, rounds) = run_protocol(4, false);
-        assert!(rounds > 1000, "the writers ran only {rounds} transactions");
+        let (violations, rounds) = run_protocol(4, false, 10_000);
+        assert!(
+            rounds >= 10_000,
+            "the writers ran only {rounds} transactions in a minute"
+        );
         assert_eq!(
             violations, 0,
             "a horizon passed the first ID of an unfinished transaction"
@@ -259,8 +276,10 @@ mod tests {
     fn publishing_after_issuing_is_caught() {
         // The check has teeth: with the wrong order, the reader computes a
         // horizon past an unfinished ID. (One writer: with several, another
-        // one's bound usually holds the horizon down.)
-        let caught = (0..10).any(|_| run_protocol(1, true).0 > 0);
+        // one's bound usually holds the horizon down.) Up to 50 tries of
+        // 300 ms: a busy machine gives a try few transactions, though it
+        // also deschedules the writer between issuing and publishing more.
+        let caught = (0..50).any(|_| run_protocol(1, true, 0).0 > 0);
         assert!(caught, "the wrong order was never caught");
     }
 }
