@@ -6,6 +6,7 @@
 #   bench/instructions.sh --pg 18         another supported version
 #   bench/instructions.sh --pg all        15 to 19 in turn
 #   bench/instructions.sh --quick         snowflake_next() and the targets' baselines only
+#   bench/instructions.sh --edge          only the snowflake type against bigint, and public IDs
 #   bench/instructions.sh --registry      also snowflake_next() with its node id from a
 #                                         registry against a fixed node id (running servers)
 #   bench/instructions.sh --no-check      report, but do not fail on a missed target
@@ -48,6 +49,19 @@
 #   per call in one statement, snowflake_next() <= 300 instructions over 1.
 # A missed target makes the script exit 1 (after the report).
 #
+# The full run (not --quick) also counts, as --edge alone does, public
+# IDs: per call of snowflake_public, snowflake_private and their text forms
+# over N/10 rows of a table, over the same count of the ID itself (no
+# target: a figure for the docs); and the snowflake type against
+# bigint: the same values (N/5 rows, in a scrambled order) in a bigint
+# column and in a snowflake column, and the same statement over each, one
+# segment each: a predicate on every row (`WHERE id > 5`), a sort, a hash
+# aggregate (`DISTINCT`, sorting disabled), an index build, and an insert
+# into a table whose primary key (of the type, or bigint) defaults to
+# snowflake_next(). Target: per row, each costs at most 1% more on the type
+# than on bigint (it runs bigint's own functions: int8gt, btint8cmp and its
+# sort support, hashint8).
+#
 # --registry starts the benchmark cluster itself under valgrind (postmaster
 # and backends; a backend's counts go to its own file), twice: with
 # snowflake_id.node_id = 1 alone, and with that node id granted by a
@@ -70,10 +84,11 @@ ROOT=$(cd "$BENCH/.." && pwd)
 VERSIONS=(15)
 VERSIONS_GIVEN=0
 QUICK=0
+EDGE=0
 CHECK=1
 REGISTRY=0
 INSTALLED=0
-usage() { echo "usage: bench/instructions.sh [--pg 15|16|17|18|19|all] [--quick] [--registry] [--no-check] [--installed]" >&2; exit 2; }
+usage() { echo "usage: bench/instructions.sh [--pg 15|16|17|18|19|all] [--quick|--edge] [--registry] [--no-check] [--installed]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --pg) [ $# -ge 2 ] || usage
@@ -81,6 +96,7 @@ while [ $# -gt 0 ]; do
       VERSIONS_GIVEN=1
       shift ;;
     --quick) QUICK=1 ;;
+    --edge) EDGE=1 ;;
     --registry) REGISTRY=1 ;;
     --no-check) CHECK=0 ;;
     --installed) INSTALLED=1 ;;
@@ -94,6 +110,7 @@ T=${SF_BENCH_TRANSACTIONS:-20000}
 N_CHEAP=${SF_BENCH_ROWS:-1000000}
 TARGET_TXN_RATIO=1.02
 TARGET_CALL=300
+TARGET_TYPE_RATIO=1.01
 # What a server's backend may vary by between two runs (see --registry).
 REGISTRY_SLACK_CALL=5
 REGISTRY_SLACK_TXN=60
@@ -179,6 +196,62 @@ write_batch_input() {
   } > "$file"
 }
 
+# The statements of the type comparison (see the header): a name, then the
+# statement with %t for the table; SET lines before a segment are not part
+# of it.
+TYPE_STATEMENTS=(
+  "a predicate on every row|SELECT count(*) FROM %t WHERE id > 5;"
+  "a sort|SELECT count(*) FROM (SELECT id FROM %t ORDER BY id DESC OFFSET 0) s;"
+  "a hash aggregate|SELECT count(*) FROM (SELECT DISTINCT id FROM %t) s;"
+  "an index build|CREATE INDEX ON %t (id);"
+  "an insert into a primary key with DEFAULT snowflake_next()|INSERT INTO %t_keyed (v) SELECT id FROM %t;"
+)
+
+# sort_setting STATEMENT: the SET that the statement's segment runs under
+# (sorting off for the hash aggregate).
+sort_setting() {
+  if [[ $1 == *DISTINCT* ]]; then echo "SET enable_sort = off;"; else echo "SET enable_sort = on;"; fi
+}
+
+# write_type_input FILE N: the type comparison, a segment per statement and
+# type, bigint first. Each segment holds its statement and the SET for the
+# next one (the last, a SET too), so every segment has one SET alike.
+write_type_input() {
+  local file=$1 n=$2 entry stmt t
+  local -a order=()
+  for entry in "${TYPE_STATEMENTS[@]}"; do
+    for t in type_bigint type_snowflake; do order+=("${entry#*|}" "$t"); done
+  done
+  {
+    echo "CREATE TABLE type_bigint (id bigint);"
+    # A scrambled order (a multiplicative step modulo N), so that the sort
+    # and the index build compare.
+    echo "INSERT INTO type_bigint SELECT 252172774628397056 + ((g::bigint * 7919) % $n << 22) FROM generate_series(1, $n) g;"
+    echo "CREATE TABLE type_snowflake (id snowflake);"
+    echo "INSERT INTO type_snowflake SELECT id FROM type_bigint;"
+    echo "CREATE TABLE type_bigint_warm AS SELECT * FROM type_bigint LIMIT 1000;"
+    echo "CREATE TABLE type_snowflake_warm AS SELECT * FROM type_snowflake LIMIT 1000;"
+    for t in type_bigint type_snowflake type_bigint_warm type_snowflake_warm; do
+      echo "CREATE TABLE ${t}_keyed (id ${t#type_} PRIMARY KEY DEFAULT snowflake_next(), v bigint);" | sed 's/_warm PRIMARY/ PRIMARY/'
+    done
+    echo "VACUUM ANALYZE type_bigint, type_snowflake, type_bigint_warm, type_snowflake_warm;"
+    echo "SET work_mem = '1GB';"
+    echo "SET maintenance_work_mem = '1GB';"
+    for ((i = 0; i < ${#order[@]}; i += 2)); do
+      sort_setting "${order[i]}"
+      stmt=${order[i]}
+      echo "${stmt//'%t'/${order[i + 1]}_warm}"
+    done
+    sort_setting "${order[0]}"
+    for ((i = 0; i < ${#order[@]}; i += 2)); do
+      echo "$MARKER"
+      stmt=${order[i]}
+      echo "${stmt//'%t'/${order[i + 1]}}"
+      if [ $((i + 2)) -lt ${#order[@]} ]; then sort_setting "${order[i + 2]}"; else sort_setting ""; fi
+    done
+  } > "$file"
+}
+
 # segment_counts PREFIX: the instruction count of each dump of one process
 # (PREFIX.1, PREFIX.2, ..., then the final PREFIX), in order, one per line.
 segment_counts() {
@@ -246,6 +319,13 @@ measure_version() {
   fi
   bench_cluster
   cluster_stop bench
+  if [ "$EDGE" = 1 ]; then
+    measure_type "$v"
+    measure_public "$v"
+    rm -rf "$(cluster_dir bench)"
+    [ "$INSTALLED" = 1 ] || rm -rf "$OUT/pg"
+    return
+  fi
 
   gens=(select1 clock snowflake)
   [ "$QUICK" = 1 ] || gens+=(bigserial cache100 uuid instagram)
@@ -278,6 +358,8 @@ measure_version() {
   WHOLE[$v.snowflake]=$(per_unit "${CALL[$v.snowflake]}" 0 "$N_CHEAP")
 
   report_version "$v" "${gens[@]}"
+  [ "$QUICK" = 1 ] || measure_type "$v"
+  [ "$QUICK" = 1 ] || measure_public "$v"
   [ "$REGISTRY" = 0 ] || measure_registry "$v"
   cluster_stop bench
   rm -rf "$(cluster_dir bench)"
@@ -338,6 +420,79 @@ report_version() {
   say "| per call in one statement, \`snowflake_next()\` <= $TARGET_CALL | $(fmt_int "$CALL_snowflake") | $met_call |"
   [ "$met_txn" = yes ] || MISSED+=("$v: per transaction ${ratio}x clock_timestamp()")
   [ "$met_call" = yes ] || MISSED+=("$v: per call $CALL_snowflake instructions")
+}
+
+# measure_type V: the snowflake type against bigint (see the header), in
+# one single-user backend; reports and checks the target.
+measure_type() {
+  local v=$1 n=$((N_CHEAP / 5)) k=0 entry name bigint typed ratio met seg
+  echo "counting the snowflake type against bigint on $v"
+  write_type_input "$OUT/type.sql" "$n"
+  run_single type "$OUT/type.sql"
+  mapfile -t seg < <(segment_counts "$OUT/type.cg")
+  local segments=$((1 + 2 * ${#TYPE_STATEMENTS[@]})) i file
+  [ "${#seg[@]}" -eq "$segments" ] ||
+    { echo "bench: the type run gave ${#seg[@]} segments, not $segments" >&2; exit 1; }
+  # Less the lease writes of snowflake_next() in the inserts (one per 200 ms
+  # of ID time: their count follows the run's wall time, see the header).
+  for ((i = 1; i < segments; i++)); do
+    file="$OUT/type.cg.$((i + 1))"
+    [ "$i" = $((segments - 1)) ] && file="$OUT/type.cg"
+    seg[i]=$((seg[i] - $(lease_cost "$file")))
+  done
+  say ""
+  say "| the snowflake type against bigint, $(fmt_int "$n") rows | bigint, instructions per row | snowflake, per row | ratio | at most ${TARGET_TYPE_RATIO}x |"
+  say "|---|---|---|---|---|"
+  for entry in "${TYPE_STATEMENTS[@]}"; do
+    name=${entry%%|*}
+    bigint=${seg[$((1 + 2 * k))]} typed=${seg[$((2 + 2 * k))]}
+    ratio=$(awk -v a="$typed" -v b="$bigint" 'BEGIN { printf "%.4f", a / b }')
+    met=$(awk -v r="$ratio" -v t="$TARGET_TYPE_RATIO" 'BEGIN { print (r <= t) ? "yes" : "**no**" }')
+    say "| $name (\`${entry#*|}\`) | $(per_unit "$bigint" 0 "$n") | $(per_unit "$typed" 0 "$n") | ${ratio}x | $met |"
+    [ "$met" = yes ] || MISSED+=("$v: the snowflake type costs ${ratio}x bigint in $name")
+    k=$((k + 1))
+  done
+}
+
+# The public-ID conversions counted, over the floor: a label, then the
+# expression over the table pub_in (x an ID, t its text form).
+PUBLIC_EXPRS=(
+  "the floor: the ID itself|x"
+  "\`snowflake_public(id, 1)\`|snowflake_public(x, 1)"
+  "\`snowflake_private(public_id, 1)\`|snowflake_private(x, 1)"
+  "\`snowflake_public_text(id, 1)\`|snowflake_public_text(x, 1)"
+  "\`snowflake_private(public_text)\`|snowflake_private(t)"
+)
+
+# measure_public V: instructions per public-ID conversion (see the header).
+measure_public() {
+  local v=$1 n=$((N_CHEAP / 10)) entry k=0 floor count seg
+  echo "counting public IDs on $v"
+  {
+    echo "CREATE TABLE pub_in AS SELECT 252172774628397056 + (g::bigint << 22) AS x, snowflake_public_text(252172774628397056 + (g::bigint << 22), 1) AS t FROM generate_series(1, $n) g;"
+    for entry in "${PUBLIC_EXPRS[@]}"; do echo "SELECT count(${entry#*|}) FROM pub_in WHERE x < 252172774628397056 + (10 << 22);"; done
+    for entry in "${PUBLIC_EXPRS[@]}"; do
+      echo "$MARKER"
+      echo "SELECT count(${entry#*|}) FROM pub_in;"
+    done
+  } > "$OUT/public.sql"
+  run_single public "$OUT/public.sql"
+  mapfile -t seg < <(segment_counts "$OUT/public.cg")
+  [ "${#seg[@]}" -eq $((1 + ${#PUBLIC_EXPRS[@]})) ] ||
+    { echo "bench: the public-ID run gave ${#seg[@]} segments, not $((1 + ${#PUBLIC_EXPRS[@]}))" >&2; exit 1; }
+  floor=${seg[1]}
+  say ""
+  say "| public IDs, $(fmt_int "$n") rows | instructions per call, over the floor |"
+  say "|---|---|"
+  for entry in "${PUBLIC_EXPRS[@]}"; do
+    k=$((k + 1))
+    if [ "$k" = 1 ]; then
+      say "| ${entry%%|*} | $(fmt_int "$(per_unit "$floor" 0 "$n")") per row in all |"
+      continue
+    fi
+    count=$(per_unit "${seg[$k]}" "$floor" "$n")
+    say "| ${entry%%|*} | $(fmt_int "$count") |"
+  done
 }
 
 # measure_registry V: snowflake_next() on a running server, node id fixed
@@ -433,7 +588,7 @@ fi
 
 say "# Instructions per ID (callgrind)"
 say ""
-say "Measured $(date -u '+%Y-%m-%d %H:%M') UTC by \`bench/instructions.sh$([ "$QUICK" = 1 ] && echo " --quick")$([ "$REGISTRY" = 1 ] && echo " --registry")\`, $([ "$INSTALLED" = 1 ] && echo "the build installed in $PG_BIN/.., source tree at ")commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src || echo "+changes"), $(valgrind --version)."
+say "Measured $(date -u '+%Y-%m-%d %H:%M') UTC by \`bench/instructions.sh$([ "$QUICK" = 1 ] && echo " --quick")$([ "$EDGE" = 1 ] && echo " --edge")$([ "$REGISTRY" = 1 ] && echo " --registry")\`, $([ "$INSTALLED" = 1 ] && echo "the build installed in $PG_BIN/.., source tree at ")commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src || echo "+changes"), $(valgrind --version)."
 for v in "${VERSIONS[@]}"; do
   measure_version "$v"
 done

@@ -48,12 +48,13 @@ bench_build() {
 # generators and baselines installed. Settings: memory enough that a
 # 10,000,000-row generate_series stays in memory, no autovacuum, JIT or
 # parallel query to blur the figures, checkpoints only when the benchmark
-# asks, and max_clock_drift = 60s so that snowflake_id is not throttled
+# asks, a key of public IDs (version 1), and max_clock_drift = 60s so that snowflake_id is not throttled
 # (bench/run.sh lowers it for the throttled run). fsync stays on: the WAL
 # flushes that sequences cause are part of what is measured.
 bench_cluster() {
   PORT=$(free_port)
   cluster_init bench "$PORT" \
+    "snowflake_id.public_id_keys = 'public_id.keys'" \
     "snowflake_id.node_id = 1" \
     "snowflake_id.max_clock_drift = '60s'" \
     "shared_buffers = '2GB'" \
@@ -63,6 +64,8 @@ bench_cluster() {
     "autovacuum = off" \
     "jit = off" \
     "max_parallel_workers_per_gather = 0"
+  # A key of public IDs (version 1), made for this cluster.
+  public_keys_write "$(cluster_dir bench)/public_id.keys" "1 $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
   cluster_start bench
   psql_on bench <<'SQL'
 CREATE EXTENSION snowflake_id;

@@ -61,20 +61,26 @@ APT_TEST_PACKAGES=(
   # A test authority and the registry's certificate
   # (tests/integration/registry_tls.sh).
   openssl
+  # The JDBC client of the snowflake type (tests/integration/type_clients.sh),
+  # and Bouncy Castle's FF1, the independent check of public IDs
+  # (tests/integration/public_ids.sh).
+  libpostgresql-jdbc-java libbcprov-java
 )
 [ $demo -eq 1 ] || APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 
 apt_ensure "${APT_PACKAGES[@]}"
 
-# The client examples (tests/integration/client_examples.sh) need Node.js
-# with npm, and they and the wheels of PostgreSQL 16 and 18 need Python with
-# venv (scripts/postgres.sh installs wheels with a virtual environment's
-# pip); install Debian's only when missing (the machine image may bring its
-# own Node.js and Python).
+# The client examples (tests/integration/client_examples.sh and
+# type_clients.sh) need Node.js with npm and a Java runtime, and they and
+# the wheels of PostgreSQL 16 and 18 need Python with venv
+# (scripts/postgres.sh installs wheels with a virtual environment's pip);
+# install Debian's only when missing (the machine image may bring its own
+# Node.js, Java and Python).
 extra=()
 if [ $demo -eq 0 ]; then
   command -v node >/dev/null 2>&1 || extra+=(nodejs)
   command -v npm >/dev/null 2>&1 || extra+=(npm)
+  command -v java >/dev/null 2>&1 || extra+=(default-jdk-headless)
 fi
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || extra+=(python3-venv)
 apt_ensure "${extra[@]}"   # (nothing when none is missing)

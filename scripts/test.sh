@@ -58,10 +58,11 @@ cd "$ROOT"
 # identifier and binary-upgrade mode), the read horizon (transaction
 # callbacks, the process array, prepared transactions), and the portable
 # edition installed and used without superuser (its concurrency test runs
-# on 18). (failover_pg_auto_failover
+# on 18), and the snowflake type from Node.js, Python and Java clients, and
+# converted in place. (failover_pg_auto_failover
 # runs on 15: the package exists for Debian's 15 only.)
 VERSION_TESTS=(concurrent_inserts clock_crash_restart standby_failover failover_wal failover_recovery
-  dump_restore package_install copies horizon portable)
+  dump_restore package_install copies horizon portable type_clients)
 # And on one version each (their own reasons): the settings refusal reads
 # PostgreSQL's list of settings one way on 15 and another from 16 on, so 15
 # (all tests) and 18 cover both; Citus is built for 18 (scripts/postgres.sh,
@@ -275,8 +276,9 @@ with_install_lock() { flock "$INSTALL_LOCK" "$@"; }
 # deb_package builds (on a bare machine, a build beside the background
 # compile job would wait on cargo's lock); and the arm64 package under
 # emulation (arm64), whose release build and root the background job
-# makes.
-RELEASE_TESTS="instructions package_install deb_package registry_rolling_upgrade clock_burst arm64"
+# makes; and public IDs (public_ids), whose four million conversions a
+# debug build makes slowly.
+RELEASE_TESTS="instructions package_install deb_package registry_rolling_upgrade clock_burst arm64 public_ids"
 
 PGRX_TEST_DIR=$(mktemp -d /tmp/snowflake_pgrx_test.XXXXXX)
 chown postgres:postgres "$PGRX_TEST_DIR"

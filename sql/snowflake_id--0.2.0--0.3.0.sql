@@ -109,3 +109,66 @@ CREATE FUNCTION "snowflake_from_timestamp"(
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_epoch_text_wrapper';
+
+-- The snowflake type: bigint inside, a JSON string outside
+-- (src/sql/snowflake_type.rs explains the design).
+CREATE TYPE snowflake;
+CREATE FUNCTION snowflake_in(cstring) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8in';
+CREATE FUNCTION snowflake_out(snowflake) RETURNS cstring
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8out';
+CREATE FUNCTION snowflake_recv(internal) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8recv';
+CREATE FUNCTION snowflake_send(snowflake) RETURNS bytea
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8send';
+CREATE TYPE snowflake (
+    INPUT = snowflake_in, OUTPUT = snowflake_out,
+    RECEIVE = snowflake_recv, SEND = snowflake_send,
+    LIKE = bigint, CATEGORY = 'N'
+);
+COMMENT ON TYPE snowflake IS 'A snowflake ID: bigint inside, a string in JSON';
+CREATE CAST (snowflake AS bigint) WITHOUT FUNCTION AS IMPLICIT;
+CREATE CAST (bigint AS snowflake) WITHOUT FUNCTION AS ASSIGNMENT;
+CREATE FUNCTION snowflake(integer) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int48';
+CREATE FUNCTION snowflake(smallint) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int28';
+CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
+CREATE CAST (smallint AS snowflake) WITH FUNCTION snowflake(smallint) AS IMPLICIT;
+
+-- Public IDs (src/sql/public_id.rs).
+CREATE FUNCTION "snowflake_public"("id" bigint, "key_version" INT) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_public_wrapper';
+
+CREATE FUNCTION "snowflake_private"(
+	"public_id" bigint,
+	"key_version" INT
+) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_private_wrapper';
+
+CREATE FUNCTION "snowflake_public_text"(
+	"id" bigint,
+	"key_version" INT
+) RETURNS TEXT
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_public_text_wrapper';
+
+CREATE FUNCTION "snowflake_private"(
+	"public_text" TEXT
+) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_private_of_text_wrapper';
+
+CREATE FUNCTION "snowflake_public_keys"() RETURNS TABLE (
+	"key_version" INT,
+	"check_value" TEXT
+)
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_public_keys_wrapper';

@@ -7,6 +7,36 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/sql/snowflake_type.rs:58
+
+-- The snowflake type: bigint inside, a JSON string outside
+-- (src/sql/snowflake_type.rs explains the design).
+CREATE TYPE snowflake;
+CREATE FUNCTION snowflake_in(cstring) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8in';
+CREATE FUNCTION snowflake_out(snowflake) RETURNS cstring
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8out';
+CREATE FUNCTION snowflake_recv(internal) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8recv';
+CREATE FUNCTION snowflake_send(snowflake) RETURNS bytea
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8send';
+CREATE TYPE snowflake (
+    INPUT = snowflake_in, OUTPUT = snowflake_out,
+    RECEIVE = snowflake_recv, SEND = snowflake_send,
+    LIKE = bigint, CATEGORY = 'N'
+);
+COMMENT ON TYPE snowflake IS 'A snowflake ID: bigint inside, a string in JSON';
+CREATE CAST (snowflake AS bigint) WITHOUT FUNCTION AS IMPLICIT;
+CREATE CAST (bigint AS snowflake) WITHOUT FUNCTION AS ASSIGNMENT;
+CREATE FUNCTION snowflake(integer) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int48';
+CREATE FUNCTION snowflake(smallint) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int28';
+CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
+CREATE CAST (smallint AS snowflake) WITH FUNCTION snowflake(smallint) AS IMPLICIT;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/sql/issue.rs:17
 
 CREATE FUNCTION "snowflake_next"() RETURNS bigint /* i64 */
@@ -101,7 +131,7 @@ AS 'MODULE_PATHNAME', 'snowflake_encode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:240
+-- src/sql/decode.rs:235
 -- snowflake_id::sql::decode::snowflake_from_timestamp
 CREATE  FUNCTION "snowflake_from_timestamp"(
 	"ts" timestamp with time zone /* TimestampWithTimeZone */
@@ -112,7 +142,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:261
+-- src/sql/decode.rs:256
 -- snowflake_id::sql::decode::snowflake_from_timestamp
 CREATE  FUNCTION "snowflake_from_timestamp"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -126,7 +156,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_epoch_text_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:248
+-- src/sql/decode.rs:243
 -- snowflake_id::sql::decode::snowflake_from_timestamp
 CREATE  FUNCTION "snowflake_from_timestamp"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -149,7 +179,7 @@ AS 'MODULE_PATHNAME', 'snowflake_horizon_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:275
+-- src/sql/decode.rs:270
 -- snowflake_id::sql::decode::snowflake_id_span
 CREATE  FUNCTION "snowflake_id_span"(
 	"span" interval /* Interval */
@@ -160,7 +190,7 @@ AS 'MODULE_PATHNAME', 'snowflake_id_span_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/decode.rs:282
+-- src/sql/decode.rs:277
 -- snowflake_id::sql::decode::snowflake_id_span
 CREATE  FUNCTION "snowflake_id_span"(
 	"span" interval, /* Interval */
@@ -272,6 +302,63 @@ CREATE  FUNCTION "snowflake_parse"(
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_parse_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/public_id.rs:40
+-- snowflake_id::sql::public_id::snowflake_private
+CREATE  FUNCTION "snowflake_private"(
+	"public_id" bigint, /* i64 */
+	"key_version" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_private_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/public_id.rs:56
+-- snowflake_id::sql::public_id::snowflake_private
+CREATE  FUNCTION "snowflake_private"(
+	"public_text" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_private_of_text_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/public_id.rs:23
+-- snowflake_id::sql::public_id::snowflake_public
+
+CREATE FUNCTION "snowflake_public"("id" bigint, "key_version" INT) RETURNS snowflake
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_public_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/public_id.rs:65
+-- snowflake_id::sql::public_id::snowflake_public_keys
+CREATE  FUNCTION "snowflake_public_keys"() RETURNS TABLE (
+	"key_version" INT,  /* i32 */
+	"check_value" TEXT  /* String */
+)
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_public_keys_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql/public_id.rs:48
+-- snowflake_id::sql::public_id::snowflake_public_text
+CREATE  FUNCTION "snowflake_public_text"(
+	"id" bigint, /* i64 */
+	"key_version" INT /* i32 */
+) RETURNS TEXT /* String */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_public_text_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -398,7 +485,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_given_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql/mod.rs:36
+-- src/sql/mod.rs:42
 -- finalize
 
 -- Fail CREATE EXTENSION at once when the library is not preloaded, instead

@@ -10,6 +10,11 @@ pub fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
         .expect("not null")
 }
 
+/// Whether `sql`, a query of one boolean, returns true.
+pub fn holds(sql: &str) -> bool {
+    Spi::get_one::<bool>(sql) == Ok(Some(true))
+}
+
 /// Runs `sql`, naming it if it fails.
 pub fn run(sql: &str) {
     Spi::run(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));

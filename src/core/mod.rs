@@ -17,5 +17,6 @@ pub mod instance;
 pub mod layout;
 pub mod lease;
 pub mod lease_wal;
+pub mod public_id;
 pub mod registry;
 pub mod text_forms;

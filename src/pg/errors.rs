@@ -19,6 +19,7 @@ use crate::core::convert::{self, ConvertError};
 use crate::core::epoch::EpochError;
 use crate::core::generator::{GenerateError, MAX_BATCH};
 use crate::core::layout::{CodecError, LayoutError};
+use crate::core::public_id::{KeyFileError, PublicIdError, PublicIdErrorKind};
 use crate::core::text_forms::{self, TextFormError};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -211,6 +212,23 @@ pub enum Error {
     // --- text forms
     /// An unknown format name, an ID out of range, or text that is no ID.
     TextForm(TextFormError),
+
+    // --- public IDs
+    /// A negative ID or public ID, a key version out of range, text that is
+    /// no public ID.
+    PublicId(PublicIdError),
+    /// `snowflake_id.public_id_keys` is empty.
+    PublicKeysUnset,
+    /// The key file cannot be read (the message says why).
+    PublicKeysUnreadable { path: String, message: String },
+    /// The key file is refused: its permissions or its contents.
+    PublicKeyFile { path: String, error: KeyFileError },
+    /// The key file has no key of this version.
+    UnknownKeyVersion {
+        version: u8,
+        path: String,
+        versions: Vec<u8>,
+    },
 
     // --- accepting a configuration change
     /// `snowflake_accept_configuration()` by a non-superuser.
@@ -605,6 +623,46 @@ impl Error {
                 report(code, e.to_string(), e.hint())
             }
 
+            E::PublicId(e) => {
+                let code = match e.kind() {
+                    PublicIdErrorKind::OutOfRange => Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                    PublicIdErrorKind::BadVersion => Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                    PublicIdErrorKind::BadText => Code::ERRCODE_INVALID_TEXT_REPRESENTATION,
+                };
+                report(code, e.to_string(), e.hint())
+            }
+            E::PublicKeysUnset => report(
+                Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "no key file for public IDs: snowflake_id.public_id_keys is not set",
+                "Write the keys into a file readable by the server's user alone (a line \"1 <64 hex digits>\", from \"openssl rand -hex 32\"), set snowflake_id.public_id_keys to its path and reload.",
+            ),
+            E::PublicKeysUnreadable { path, message } => report(
+                Code::ERRCODE_CONFIG_FILE_ERROR,
+                format!("cannot read the key file of public IDs \"{path}\": {message}"),
+                "Check snowflake_id.public_id_keys, and that the file exists and the server's operating system user can read it.",
+            ),
+            E::PublicKeyFile { path, error } => report(
+                Code::ERRCODE_CONFIG_FILE_ERROR,
+                format!("the key file of public IDs \"{path}\" is refused: {error}"),
+                error.hint(),
+            ),
+            E::UnknownKeyVersion {
+                version,
+                path,
+                versions,
+            } => report(
+                Code::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("the key file of public IDs \"{path}\" has no key version {version}"),
+                format!(
+                    "Its versions are {}. A version is added to the file, never changed; keep old versions while public IDs made under them are in use.",
+                    versions
+                        .iter()
+                        .map(u8::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+
             E::NotSuperuser => report(
                 Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
                 "only a superuser may accept a configuration change",
@@ -740,6 +798,12 @@ impl From<CodecError> for Error {
 impl From<TextFormError> for Error {
     fn from(e: TextFormError) -> Self {
         Error::TextForm(e)
+    }
+}
+
+impl From<PublicIdError> for Error {
+    fn from(e: PublicIdError) -> Self {
+        Error::PublicId(e)
     }
 }
 

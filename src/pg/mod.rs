@@ -38,6 +38,8 @@
 //!   (signals, their loop's checks, restart after a SIGTERM of their own);
 //! - [`wal`]: the lease records written to the WAL, and the wait for
 //!   synchronous standbys;
+//! - [`public_keys`]: the key ring of public IDs, read from its file and
+//!   kept per backend;
 //! - [`settings`]: the `snowflake_id.*` settings and the validated
 //!   configuration (held once);
 //! - [`clock`]: the wall clock, and ID times as timestamps;
@@ -57,6 +59,7 @@ pub mod lease;
 pub mod lease_worker;
 pub mod lwlock;
 pub mod message;
+pub mod public_keys;
 pub mod registry;
 pub mod replay;
 pub mod rmgr;

@@ -49,6 +49,7 @@ static REGISTRY_FLEET: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"default"));
 pub const DEFAULT_REGISTRY_GRANT_MS: i32 = 30_000;
 static REGISTRY_GRANT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_REGISTRY_GRANT_MS);
+static PUBLIC_ID_KEYS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// The configuration validated at start. Set once in the postmaster and
 /// inherited by every backend through fork.
@@ -57,7 +58,7 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 /// The prefix of every setting.
 const PREFIX: &str = "snowflake_id";
 /// The settings' names, for the message about an unknown one.
-const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift, lease_sync, registry, registry_fleet and registry_grant";
+const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift, lease_sync, registry, registry_fleet, registry_grant and public_id_keys";
 
 /// Defines the settings, then stops the server on any `snowflake_id.*`
 /// value it was given that is not taken, and reserves the prefix.
@@ -318,6 +319,14 @@ fn define_settings() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_string_guc(
+        c"snowflake_id.public_id_keys",
+        c"The file of the keys of public IDs (empty: none).",
+        c"A path, absolute or relative to the data directory, of a file readable by the server's user alone: lines of a key version and 64 hex digits. Never a key itself.",
+        &PUBLIC_ID_KEYS,
+        GucContext::Sighup,
+        GucFlags::SUPERUSER_ONLY,
+    );
 }
 
 /// Reads the settings, validates them together and remembers the result;
@@ -386,6 +395,14 @@ pub fn lease_sync() -> bool {
 /// `snowflake_id.registry`: the registry's connection string ("" when off).
 pub fn registry_conninfo() -> String {
     REGISTRY
+        .get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `snowflake_id.public_id_keys`: the key file of public IDs ("" when none).
+pub fn public_id_keys() -> String {
+    PUBLIC_ID_KEYS
         .get()
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default()

@@ -65,11 +65,8 @@ GRANT SELECT ON snowflake_node_info TO PUBLIC;
 #[pg_schema]
 mod tests {
     // The test server preloads the extension with node id 42.
+    use crate::test_support::holds;
     use pgrx::prelude::*;
-
-    fn holds(sql: &str) -> bool {
-        Spi::get_one::<bool>(sql) == Ok(Some(true))
-    }
 
     #[pg_test]
     fn node_info_reports_node_layout_recovery_and_system_identifier() {

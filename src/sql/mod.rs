@@ -15,7 +15,11 @@
 //! - [`convert`]: moving an existing column to snowflake IDs,
 //!   `snowflake_convert_column(...)`;
 //! - [`cluster`]: what checks of sharded and replicated deployments read,
-//!   `snowflake_node_info()` and its view.
+//!   `snowflake_node_info()` and its view;
+//! - [`snowflake_type`]: the `snowflake` type, a `bigint` whose JSON is a
+//!   string (SQL only: PostgreSQL's own `int8` functions do its work);
+//! - [`public_id`]: public IDs, `snowflake_public`, `snowflake_private`,
+//!   their text forms and `snowflake_public_keys()`.
 //!
 //! The SQL that pgrx generates from these is frozen in
 //! `sql/snowflake_id--<version>.sql` (see `sql/README.md`); a change of the
@@ -31,6 +35,8 @@ pub mod decode;
 pub mod horizon;
 pub mod introspection;
 pub mod issue;
+pub mod public_id;
+pub mod snowflake_type;
 pub mod text_forms;
 
 extension_sql!(

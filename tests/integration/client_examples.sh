@@ -21,19 +21,7 @@ py_dir="$root/examples/python"
 node_dir="$root/examples/node"
 
 # --- dependencies (idempotent)
-venv="$py_dir/.venv"
-want_psycopg=$(sed -nE 's/^psycopg==([0-9.]+).*/\1/p' "$py_dir/requirements.txt")
-if ! "$venv/bin/python" -c "import psycopg, sys; sys.exit(psycopg.__version__ != '$want_psycopg')" 2>/dev/null; then
-  echo "installing psycopg $want_psycopg into $venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$py_dir/requirements.txt"
-fi
-want_pg=$(node -e "console.log(require('$node_dir/package-lock.json').packages['node_modules/pg'].version)")
-have_pg=$(node -e "try { console.log(require('$node_dir/node_modules/pg/package.json').version) } catch (e) { console.log('none') }")
-if [ "$have_pg" != "$want_pg" ]; then
-  echo "npm ci in $node_dir (pg $want_pg)"
-  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+client_deps_ensure
 
 # --- cluster
 NODE_ID=9
@@ -44,14 +32,14 @@ export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 
 # --- Python
 out="$SF_WORK/python.out"
-"$venv/bin/python" "$py_dir/orders.py" >"$out" 2>&1 || { cat "$out"; fail "the Python example failed"; }
+"$PY_CLIENT" "$py_dir/orders.py" >"$out" 2>&1 || { cat "$out"; fail "the Python example failed"; }
 cat "$out"
 grep -qE '^inserted id [0-9]{16,19} \(int\)$' "$out" || fail "the Python example did not read the ID as an int"
 grep -q "node $NODE_ID," "$out" || fail "the Python example did not decode node $NODE_ID"
 grep -q '^python example: ok$' "$out" || fail "the Python example did not finish"
 [ "$(sql_value n1 "SELECT count(*) FROM py_orders WHERE snowflake_node(id) = $NODE_ID")" = 101 ] ||
   fail "py_orders does not hold the 101 rows the example inserted"
-pass "Python (psycopg $want_psycopg): rows inserted, IDs read back as int"
+pass "Python (psycopg $PSYCOPG_VERSION): rows inserted, IDs read back as int"
 
 # --- Node.js
 out="$SF_WORK/node.out"
@@ -63,6 +51,6 @@ for f in base62 base32 hex decimal; do
   grep -qE "^$f +[0-9A-Za-z]+$" "$out" || fail "the Node.js example did not round-trip $f"
 done
 grep -q '^node example: ok$' "$out" || fail "the Node.js example did not finish"
-pass "Node.js (pg $want_pg): int8 as string, text forms round-trip"
+pass "Node.js (pg $NODE_PG_VERSION): int8 as string, text forms round-trip"
 
 pass "client_examples"

@@ -64,7 +64,9 @@ sys.exit(1 if problems else 0)
 PY
 pass "every example of the pages has a check, every check an example"
 
-cluster_init docs "$(free_port)" "snowflake_id.node_id = 9"
+cluster_init docs "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.public_id_keys = 'public_id.keys'"
+# Key version 1 of public IDs, for the examples of docs/api.md.
+public_keys_write "$(cluster_dir docs)/public_id.keys"
 cluster_start docs
 
 n=0

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Backup and restore: tables that use DEFAULT snowflake_next() survive
+# Backup and restore: tables that use DEFAULT snowflake_next(), keyed by
+# bigint and by the snowflake type (with a foreign key of the type), survive
 #   - pg_dump -Fc | pg_restore into a fresh cluster (another node id), and
 #   - pg_dumpall | psql into a second fresh cluster,
 # both preloading the extension: the same rows with the same IDs, the
@@ -38,6 +39,14 @@ INSERT INTO legacy (v) SELECT g FROM generate_series(1, 100) g;
 INSERT INTO legacy_ref SELECT id FROM legacy;
 SELECT count(*) AS ddl_statements FROM snowflake_convert_column('legacy', 'id', false);
 INSERT INTO legacy (v) SELECT g FROM generate_series(101, 200) g;
+-- Keyed by the snowflake type, with a foreign key of the type.
+CREATE TABLE typed_orders (
+    id   snowflake PRIMARY KEY DEFAULT snowflake_next(),
+    item text NOT NULL
+);
+CREATE TABLE typed_lines (order_id snowflake NOT NULL REFERENCES typed_orders, n int);
+INSERT INTO typed_orders (item) SELECT 'typed ' || g FROM generate_series(1, 1000) g;
+INSERT INTO typed_lines SELECT id, 1 FROM typed_orders;
 SQL
 
 # app_value NAME SQL: one value from database app.
@@ -49,14 +58,21 @@ fingerprint() {
     SELECT (SELECT md5(string_agg(id || ':' || item, ',' ORDER BY id)) FROM orders)
         || ' ' || (SELECT md5(string_agg(id || ':' || v, ',' ORDER BY id)) FROM legacy)
         || ' ' || (SELECT count(*) FROM legacy_ref r JOIN legacy l ON l.id = r.legacy_id)
+        || ' ' || (SELECT md5(string_agg(id || ':' || item, ',' ORDER BY id)) FROM typed_orders)
+        || ' ' || (SELECT count(*) FROM typed_lines l JOIN typed_orders o ON o.id = l.order_id)
+        || ' json ' || (SELECT string_agg(DISTINCT jsonb_typeof(to_jsonb(o) -> 'id'), ',') FROM typed_orders o)
         || ' ' || (SELECT string_agg(a.attrelid::regclass || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
                                      || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '-'), ', ' ORDER BY a.attrelid::regclass::text, a.attname)
                    FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-                   WHERE a.attrelid IN ('orders'::regclass, 'legacy'::regclass, 'legacy_ref'::regclass) AND a.attnum > 0)"
+                   WHERE a.attrelid IN ('orders'::regclass, 'legacy'::regclass, 'legacy_ref'::regclass,
+                                         'typed_orders'::regclass, 'typed_lines'::regclass) AND a.attnum > 0)"
 }
 before=$(fingerprint src)
 max_before=$(app_value src "SELECT max(id) FROM orders")
+typed_max_before=$(app_value src "SELECT max(id) FROM typed_orders")
 echo "source: $before"
+grep -Eq "typed_orders.id snowflake [(]*snowflake_next[(][)]" <<<"$before" || fail "the fingerprint does not show the typed key: $before"
+grep -q " json string" <<<"$before" || fail "the typed key is not a JSON string in the source: $before"
 
 dump="$SF_WORK/app.dump"
 all="$SF_WORK/all.sql"
@@ -80,11 +96,14 @@ check() {
   [ "$(app_value "$name" "SELECT count(*) FROM orders WHERE snowflake_encode(id) = snowflake_encode($max_before)")" = 1 ] ||
     fail "$how: looking up the last ID by its text form failed"
   psql_on "$name" -d app -c "INSERT INTO orders (item) VALUES ('after restore')" \
-                         -c "INSERT INTO legacy (v) VALUES (-1)"
+                         -c "INSERT INTO legacy (v) VALUES (-1)" \
+                         -c "INSERT INTO typed_orders (item) VALUES ('after restore')"
   [ "$(app_value "$name" "SELECT count(*) FROM orders WHERE item = 'after restore' AND id > $max_before AND snowflake_node(id) = $node")" = 1 ] ||
     fail "$how: the new order's ID is not above the restored ones or not from node $node"
   [ "$(app_value "$name" "SELECT count(*) FROM legacy WHERE v = -1 AND id > (SELECT max(id) FROM legacy WHERE v <> -1)")" = 1 ] ||
     fail "$how: the converted column's default did not issue a larger ID"
+  [ "$(app_value "$name" "SELECT count(*) FROM typed_orders WHERE item = 'after restore' AND id > $typed_max_before AND snowflake_node(id) = $node")" = 1 ] ||
+    fail "$how: the new typed order's ID is not above the restored ones or not from node $node"
   pass "$how: new IDs come from node $node and are above every restored ID"
 }
 

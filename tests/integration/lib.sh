@@ -250,6 +250,55 @@ require_installed_extension() {
     fail "snowflake_id is not installed in $libdir (cargo pgrx install --pg-config $PG_BIN/pg_config)"
 }
 
+# The test keys of public IDs: fixed, so that expected outputs can show
+# public IDs (never use them for real: they are in this file).
+TEST_PUBLIC_KEY_1=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+TEST_PUBLIC_KEY_2=2b7e151628aed2a6abf7158809cf4f3cef4359d8d580aa4f7f036d6f04fc6a94
+
+# public_keys_write FILE [LINE...]: a key file of public IDs, owned by
+# postgres with mode 0600; the lines default to version 1 and 2 of the test
+# keys.
+public_keys_write() {
+  local file=$1; shift
+  [ $# -gt 0 ] || set -- "1 $TEST_PUBLIC_KEY_1" "2 $TEST_PUBLIC_KEY_2"
+  : > "$file"
+  chown postgres:postgres "$file"
+  chmod 0600 "$file"
+  {
+    echo "# test keys of public IDs (tests/integration/lib.sh)"
+    for line in "$@"; do echo "$line"; done
+  } > "$file"
+}
+
+# client_deps_ensure: the client examples' dependencies, installed once into
+# the repository (examples/python/.venv with psycopg from PyPI, and
+# examples/node/node_modules by npm ci from the committed lock file); later
+# calls reuse them. Under a lock: two lanes of scripts/test.sh may ask at once.
+# Sets PY_CLIENT (the venv's python), PSYCOPG_VERSION and NODE_PG_VERSION.
+client_deps_ensure() {
+  local root py_dir node_dir venv
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  py_dir="$root/examples/python" node_dir="$root/examples/node"
+  venv="$py_dir/.venv"
+  PSYCOPG_VERSION=$(sed -nE 's/^psycopg==([0-9.]+).*/\1/p' "$py_dir/requirements.txt")
+  NODE_PG_VERSION=$(node -e "console.log(require('$node_dir/package-lock.json').packages['node_modules/pg'].version)")
+  PY_CLIENT="$venv/bin/python"
+  (
+    flock 9
+    if ! "$PY_CLIENT" -c "import psycopg, sys; sys.exit(psycopg.__version__ != '$PSYCOPG_VERSION')" 2>/dev/null; then
+      echo "installing psycopg $PSYCOPG_VERSION into $venv"
+      python3 -m venv "$venv"
+      "$venv/bin/pip" install -q --disable-pip-version-check -r "$py_dir/requirements.txt"
+    fi
+    local have_pg
+    have_pg=$(node -e "try { console.log(require('$node_dir/node_modules/pg/package.json').version) } catch (e) { console.log('none') }")
+    if [ "$have_pg" != "$NODE_PG_VERSION" ]; then
+      echo "npm ci in $node_dir (pg $NODE_PG_VERSION)"
+      (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+  ) 9>"$root/examples/.deps.lock"
+}
+
 # expect_drift_error NAME OUT LABEL: snowflake_next() on NAME must fail at once
 # with the documented drift error (SQLSTATE 58000, the message, a hint naming
 # the setting). Its output is kept in OUT; sets DRIFT_ERROR_MS to how long the

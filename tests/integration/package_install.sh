@@ -137,7 +137,8 @@ pass "CREATE EXTENSION snowflake_id $version works from the archive"
 # --- 4. versions
 # fingerprint DB: every object of the extension, with its full definition
 # (functions: arguments, defaults, result, volatility, strictness, parallel
-# safety, C symbol) and privileges.
+# safety, C symbol; the type: storage, category and I/O functions; casts:
+# context, method and function) and privileges.
 fingerprint() {
   psql_on pkg -d "$1" -At -c "
     SELECT string_agg(x, E'\n' ORDER BY x) FROM (
@@ -145,6 +146,15 @@ fingerprint() {
              || CASE WHEN d.classid = 'pg_proc'::regclass
                      THEN E'\n' || pg_get_functiondef(d.objid)
                           || ' acl=' || coalesce((SELECT proacl::text FROM pg_proc WHERE oid = d.objid), 'default')
+                     WHEN d.classid = 'pg_type'::regclass
+                     THEN (SELECT format(' len=%s byval=%s align=%s storage=%s category=%s io=%s/%s/%s/%s',
+                                         typlen, typbyval, typalign, typstorage, typcategory,
+                                         typinput, typoutput, typreceive, typsend)
+                           FROM pg_type WHERE oid = d.objid)
+                     WHEN d.classid = 'pg_cast'::regclass
+                     THEN (SELECT format(' context=%s method=%s function=%s',
+                                         castcontext, castmethod, castfunc::regprocedure)
+                           FROM pg_cast WHERE oid = d.objid)
                      ELSE '' END
       FROM pg_depend d
       WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the pg_regress suite (tests/pg_regress/sql, expected output in
 # tests/pg_regress/expected) with PostgreSQL's own pg_regress against a
-# throwaway cluster that preloads snowflake_id with node id 5. The installed
+# throwaway cluster that preloads snowflake_id with node id 5 and the test
+# keys of public IDs (versions 1 and 2, tests/integration/lib.sh). The installed
 # extension is used: run `cargo pgrx install` first (scripts/test.sh does).
 # The server is PG_BIN's (default Debian's 15): for another version,
 #   PG_BIN=$(dirname "$(scripts/pg_config.sh 17)") tests/pg_regress/run.sh
@@ -36,7 +37,10 @@ for t in setup "${tests[@]}"; do
 done
 
 port=$(free_port)
-cluster_init regress "$port" "snowflake_id.node_id = 5" "max_parallel_workers_per_gather = 0" "max_prepared_transactions = 5"
+cluster_init regress "$port" "snowflake_id.node_id = 5" "max_parallel_workers_per_gather = 0" "max_prepared_transactions = 5" \
+  "snowflake_id.public_id_keys = 'public_id.keys'"
+# The test keys of public IDs (versions 1 and 2), in the data directory.
+public_keys_write "$(cluster_dir regress)/public_id.keys"
 cluster_start regress
 
 out="$SF_WORK/regress_out"
