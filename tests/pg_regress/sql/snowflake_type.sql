@@ -116,6 +116,19 @@ EXPLAIN (COSTS OFF) EXECUTE by_id('252172774628397056');
 SELECT pg_typeof(id) FROM typed_orders WHERE id = (SELECT min(id) FROM typed_orders);
 RESET enable_seqscan;
 RESET enable_bitmapscan;
+-- A hash index is bigint's too (int8_ops of hash), and hashing groups.
+CREATE TABLE typed_hash AS SELECT id FROM typed_orders;
+CREATE INDEX typed_hash_id ON typed_hash USING hash (id);
+ANALYZE typed_hash;
+SELECT o.opcname, am.amname FROM pg_index i JOIN pg_opclass o ON o.oid = i.indclass[0]
+     JOIN pg_am am ON am.oid = o.opcmethod
+WHERE i.indexrelid = 'typed_hash_id'::regclass;
+EXPLAIN (COSTS OFF) SELECT * FROM typed_hash WHERE id = 252172774628397056;
+SET enable_sort = off;
+EXPLAIN (COSTS OFF) SELECT id, count(*) FROM typed_hash GROUP BY id;
+SELECT count(*) AS groups FROM (SELECT id, count(*) FROM typed_hash GROUP BY id) g;
+RESET enable_sort;
+DROP TABLE typed_hash;
 -- Joins with a bigint foreign key merge or hash on bigint's operators.
 CREATE TABLE order_lines (order_id bigint REFERENCES typed_orders (id), n int);
 INSERT INTO order_lines SELECT id, 1 FROM typed_orders;
