@@ -7,7 +7,19 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/sql/issue.rs:17
+
+CREATE FUNCTION "snowflake_next"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_next_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/sql/snowflake_type.rs:58
+-- requires:
+--   snowflake_next
+
 
 -- The snowflake type: bigint inside, a JSON string outside
 -- (src/sql/snowflake_type.rs explains the design).
@@ -34,15 +46,6 @@ CREATE FUNCTION snowflake(smallint) RETURNS snowflake
 IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int28';
 CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
 CREATE CAST (smallint AS snowflake) WITH FUNCTION snowflake(smallint) AS IMPLICIT;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/sql/issue.rs:17
-
-CREATE FUNCTION "snowflake_next"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'snowflake_next_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */

@@ -83,7 +83,12 @@ IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int28';
 CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
 CREATE CAST (smallint AS snowflake) WITH FUNCTION snowflake(smallint) AS IMPLICIT;
 "#,
-    name = "snowflake_type"
+    name = "snowflake_type",
+    // An edge in pgrx's graph of the install script: without one, the
+    // block's place among the other unconnected ones follows the order of
+    // symbols in the library, which differs between amd64 and arm64, and
+    // the two packages' scripts would differ (tests/integration/arm64.sh).
+    requires = ["snowflake_next"]
 );
 
 #[cfg(any(test, feature = "pg_test"))]

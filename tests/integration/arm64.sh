@@ -12,6 +12,7 @@
 #      installs it; the server preloads it; IDs as a column default decode
 #      to the node id, a time within seconds of the clock, and a sequence
 #      (snowflake_decode and the single-field functions agree).
+#      Public IDs (FF1 over AES-256) give amd64's values and read back.
 #   3. The atomic take in shared memory under many sessions: 8 pgbench
 #      clients insert at once; no ID twice, each client's IDs rising. (qemu
 #      runs the arm64 build's own atomic instructions, translated onto the
@@ -114,7 +115,9 @@ export QEMU_LD_PREFIX=$ROOTFS
 export PATH="$PG_BIN:$PATH"
 [ "$(machine "$PG_BIN/postgres")" = AArch64 ] || fail "$PG_BIN/postgres is not an arm64 program: $(machine "$PG_BIN/postgres")"
 
-cluster_init a "$(free_port)" "snowflake_id.node_id = $NODE_ID" "snowflake_id.sequence_bits = $SEQ_BITS" "wal_level = replica" "max_wal_senders = 4"
+cluster_init a "$(free_port)" "snowflake_id.node_id = $NODE_ID" "snowflake_id.sequence_bits = $SEQ_BITS" "wal_level = replica" "max_wal_senders = 4" \
+  "snowflake_id.public_id_keys = 'public_id.keys'"
+public_keys_write "$(cluster_dir a)/public_id.keys"
 cluster_start a || fail "the arm64 server with the package's library preloaded did not start"
 psql_on a -c "CREATE EXTENSION snowflake_id" -c \
   "CREATE SEQUENCE inserted" -c \
@@ -132,6 +135,16 @@ decoded=$(sql_value a "SELECT count(*) FILTER (WHERE d.node_id = $NODE_ID
 order=$(sql_value a "SELECT bool_and(id > prev) FROM (SELECT id, lag(id) OVER (ORDER BY seq) AS prev FROM t) s WHERE prev IS NOT NULL")
 [ "$order" = t ] || fail "IDs of one statement do not increase in the order of their rows"
 pass "on $(cut -d, -f1-2 <<<"$server"): 1,000 IDs as a column default, decoded to node $NODE_ID, in order"
+# Public IDs: FF1 over AES-256 as compiled for arm64 (the aes crate picks
+# ARMv8's instructions or its software path at run time) gives the values
+# amd64 gives for the test keys (tests/pg_regress/expected/public_ids.out),
+# and reads back.
+pub=$(sql_value a "SELECT snowflake_public(252172774628397056, 1) || ' ' || snowflake_public_text(252172774628397056, 2)")
+[ "$pub" = "8608057224694093109 29xx0gJrKiI1" ] || fail "public IDs on arm64 differ from amd64's: $pub"
+bad=$(sql_value a "SELECT count(*) FILTER (WHERE snowflake_private(snowflake_public_text(id, 1)) <> id
+                     OR snowflake_private(snowflake_public(id, 2), 2) <> id) FROM t")
+[ "$bad" = 0 ] || fail "$bad of 1,000 IDs do not read back from their public IDs on arm64"
+pass "public IDs on arm64: amd64's values for the test keys, 1,000 round trips in both forms"
 
 # --- 3. many sessions at once
 script=$SF_WORK/load.sql

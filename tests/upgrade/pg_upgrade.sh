@@ -42,7 +42,11 @@ CREATE EXTENSION snowflake_id;
 CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
 INSERT INTO orders (item) SELECT 'item ' || i FROM generate_series(1, 20000) AS i;
 INSERT INTO orders (id, item) SELECT id, 'batch' FROM snowflake_next_batch(5000) AS id;
+-- Keyed by the snowflake type, whose OID pg_upgrade must keep.
+CREATE TABLE typed (id snowflake PRIMARY KEY DEFAULT snowflake_next(), n int);
+INSERT INTO typed (n) SELECT i FROM generate_series(1, 1000) AS i;
 SQL
+typed_before=$(sql_value old "SELECT md5(string_agg(row_to_json(t)::text, ',' ORDER BY id)) FROM typed t")
 old_count=$(sql_value old "SELECT count(*) FROM orders")
 old_max=$(sql_value old "SELECT max(id) FROM orders")
 old_sum=$(sql_value old "SELECT sum(id) FROM orders")
@@ -117,6 +121,11 @@ cluster_start new || fail "the upgraded cluster did not start"
 [ "$(sql_value new "SELECT count(*) FROM orders WHERE snowflake_node(id) = 12")" = "$old_count" ] ||
   fail "old IDs do not decode to node 12 after the upgrade"
 pass "the upgraded cluster keeps $old_count rows, their IDs and the extension $old_version"
+[ "$(sql_value new "SELECT md5(string_agg(row_to_json(t)::text, ',' ORDER BY id)) FROM typed t")" = "$typed_before" ] ||
+  fail "the table keyed by the snowflake type changed in the upgrade (rows or their JSON)"
+[ "$(sql_value new "SELECT bool_and(jsonb_typeof(to_jsonb(t) -> 'id') = 'string') AND count(*) = 1000 FROM typed t")" = t ] ||
+  fail "after the upgrade, the snowflake type is not a JSON string"
+pass "the table keyed by the snowflake type: the same 1,000 rows and JSON after the upgrade"
 [ "$(sql_value new "SELECT lease_until >= '$old_lease'::timestamptz FROM snowflake_stats()")" = t ] ||
   fail "the upgraded server's lease is not at or after the old server's ($old_lease)"
 pass "the upgraded server resumes from the old server's lease ($old_lease)"
