@@ -45,8 +45,6 @@ pub const ID_BITS: usize = 63;
 /// Characters of the text form: the version, then 11 base62 digits.
 pub const PUBLIC_TEXT_WIDTH: usize = 12;
 
-const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
 /// Why an ID, a public ID or its text cannot be turned into the other.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PublicIdError {
@@ -274,7 +272,7 @@ pub fn public_text(version: u8, public_id: i64) -> Result<String, PublicIdError>
         _ => unreachable!("base62 writes every non-negative bigint"),
     })?;
     let mut text = String::with_capacity(PUBLIC_TEXT_WIDTH);
-    text.push(char::from(BASE62[usize::from(version)]));
+    text.push(char::from(Format::Base62.alphabet()[usize::from(version)]));
     text.push_str(&digits);
     Ok(text)
 }
@@ -299,10 +297,9 @@ pub fn parse_public_text(text: &str) -> Result<(u8, i64), PublicIdError> {
         return Err(PublicIdError::TextLength { text: shown(), len });
     }
     let first = text.as_bytes()[0];
-    let version = BASE62
-        .iter()
-        .position(|&d| d == first)
-        .and_then(|p| u8::try_from(p).ok())
+    let version = Format::Base62
+        .digit_value(first)
+        .and_then(|v| u8::try_from(v).ok())
         .unwrap_or(0);
     if version == 0 {
         return Err(PublicIdError::TextVersionZero { text: shown() });

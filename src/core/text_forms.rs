@@ -56,7 +56,7 @@ impl Format {
     }
 
     /// The digits, in increasing value (and in ASCII order).
-    fn alphabet(self) -> &'static [u8] {
+    pub fn alphabet(self) -> &'static [u8] {
         match self {
             Format::Base62 => BASE62,
             Format::Base32 => BASE32,
@@ -86,7 +86,7 @@ impl Format {
 
     /// The value of one character, or `None` if it is not a digit of this
     /// format.
-    fn digit_value(self, c: u8) -> Option<u64> {
+    pub fn digit_value(self, c: u8) -> Option<u64> {
         let c = if self.case_insensitive() {
             match self {
                 Format::Hex => c.to_ascii_lowercase(),

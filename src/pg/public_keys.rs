@@ -112,10 +112,9 @@ pub fn with_cipher<R>(version: u8, f: impl FnOnce(&PublicIdCipher) -> R) -> R {
     })
 }
 
-/// Every version of the key file and its check value (the text form of
-/// the public ID of 0 under it), read afresh: what `snowflake_public_keys()`
-/// shows, so that servers can be compared without showing a key.
-pub fn versions_and_checks() -> Vec<(u8, PublicIdCipher)> {
+/// Every version of the key file with its cipher, the file read afresh:
+/// `snowflake_public_keys()` computes each version's check value with it.
+pub fn ring_ciphers() -> Vec<(u8, PublicIdCipher)> {
     let setting = settings::public_id_keys();
     let ring = read_ring(&setting).unwrap_or_else(|e| raise(e));
     ring.versions()

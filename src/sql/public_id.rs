@@ -65,7 +65,7 @@ fn snowflake_private_of_text(public_text: &str) -> i64 {
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_public_keys(
 ) -> TableIterator<'static, (name!(key_version, i32), name!(check_value, String))> {
-    let rows: Vec<(i32, String)> = public_keys::versions_and_checks()
+    let rows: Vec<(i32, String)> = public_keys::ring_ciphers()
         .into_iter()
         .map(|(version, cipher)| {
             let check = cipher

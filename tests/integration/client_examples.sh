@@ -32,8 +32,7 @@ export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 
 # --- Python
 out="$SF_WORK/python.out"
-"$PY_CLIENT" "$py_dir/orders.py" >"$out" 2>&1 || { cat "$out"; fail "the Python example failed"; }
-cat "$out"
+run_example Python "$out" "$PY_CLIENT" "$py_dir/orders.py"
 grep -qE '^inserted id [0-9]{16,19} \(int\)$' "$out" || fail "the Python example did not read the ID as an int"
 grep -q "node $NODE_ID," "$out" || fail "the Python example did not decode node $NODE_ID"
 grep -q '^python example: ok$' "$out" || fail "the Python example did not finish"
@@ -43,8 +42,7 @@ pass "Python (psycopg $PSYCOPG_VERSION): rows inserted, IDs read back as int"
 
 # --- Node.js
 out="$SF_WORK/node.out"
-(cd "$node_dir" && node ids.js) >"$out" 2>&1 || { cat "$out"; fail "the Node.js example failed"; }
-cat "$out"
+run_example Node.js "$out" bash -c "cd '$node_dir' && node ids.js"
 grep -qE '^inserted id [0-9]{16,19} \(string\)$' "$out" || fail "int8 did not arrive as a string"
 grep -q 'not a safe integer' "$out" || fail "the Node.js example did not show the precision problem"
 for f in base62 base32 hex decimal; do

@@ -270,6 +270,14 @@ public_keys_write() {
   } > "$file"
 }
 
+# run_example LABEL OUT CMD...: runs a client example with its output in
+# OUT, prints that output, and fails with it when the example fails.
+run_example() {
+  local label=$1 out=$2; shift 2
+  "$@" >"$out" 2>&1 || { cat "$out"; fail "the $label example failed"; }
+  cat "$out"
+}
+
 # client_deps_ensure: the client examples' dependencies, installed once into
 # the repository (examples/python/.venv with psycopg from PyPI, and
 # examples/node/node_modules by npm ci from the committed lock file); later

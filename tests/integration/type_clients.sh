@@ -37,14 +37,6 @@ cluster_init n1 "$port" "snowflake_id.node_id = $NODE_ID"
 cluster_start n1 || fail "cluster did not start"
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 
-# run_example LABEL OUT CMD...: runs a client example, prints its output,
-# fails with it when the example fails.
-run_example() {
-  local label=$1 out=$2; shift 2
-  "$@" >"$out" 2>&1 || { cat "$out"; fail "the $label example failed"; }
-  cat "$out"
-}
-
 # --- 1. Node.js
 out="$SF_WORK/node.out"
 run_example Node.js "$out" bash -c "cd '$root/examples/node' && node json_ids.js"
