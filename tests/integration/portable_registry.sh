@@ -318,6 +318,20 @@ cluster_start_faked p1
 psql_on p1 -d app -c "CREATE EXTENSION pg_cron" -c "GRANT USAGE ON SCHEMA cron TO app_owner" >/dev/null
 p1_issue 1 || fail "p1 did not issue after its restart with pg_cron: $(tail -3 "$SF_WORK/p1.err")"
 node_p1=$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")
+# renew() asks the registry only once the claim is due (less than half a
+# grant left), and the first call after the restart took a grant that ends
+# max_clock_drift_ms past the clock: the job is scheduled once the claim is
+# due, or a run in the next seconds would rightly do nothing.
+due="" due_wait_start=$SECONDS
+for _ in $(seq 1 100); do
+  due=$(owner -At -c "SELECT (pg_sequence_last_value('snowflake_portable.grant_word') >> c.node_bits)
+                               < floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - c.epoch_unix_ms + c.registry_grant_ms / 2
+                        FROM snowflake_portable.config c")
+  [ "$due" = t ] && break
+  sleep 0.2
+done
+[ "$due" = t ] || fail "p1's claim did not come due within 20 s of its last call"
+due_waited=$((SECONDS - due_wait_start))
 until_before=$(sql_value reg "SELECT until_ms FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
 owner -c "SELECT cron.schedule('snowflake-renew', '* * * * *', 'SELECT snowflake_portable.renew()')" >/dev/null
 for _ in $(seq 1 150); do
@@ -329,7 +343,7 @@ grep -q "^succeeded" <<<"$run" || fail "the pg_cron job's run: ${run:-none withi
 until_after=$(sql_value reg "SELECT until_ms FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = $node_p1")
 [ "$until_after" -gt "$until_before" ] || fail "the pg_cron job ran but did not raise the grant ($until_before, then $until_after)"
 owner -c "SELECT cron.unschedule('snowflake-renew')" >/dev/null
-pass "a pg_cron job (run as the owner) renewed the claim on node id $node_p1 by $((until_after - until_before)) ms, no call made"
+pass "a pg_cron job (run as the owner) renewed the claim on node id $node_p1 by $((until_after - until_before)) ms, no call made (due $due_waited s after the call)"
 
 # A fence (what the registry does after a restore or a failover of its
 # own) while the portable server writes: it resumes its claim, the same
