@@ -29,7 +29,8 @@ esac
 # alternatives, tried in this order by scripts/postgres.sh).
 NEEDS=("16:pg16|pg16-fallback" "17:pg17" "17:pg17-headers" "18:pg18|pg18-fallback"
   "19:pg19-server" "19:pg19-client" "19:pg19-libpq5" "19:pg19-headers" "citus:citus"
-  "arm64 16:pg16-arm64" "arm64 17:pg17-headers-arm64" "arm64 17:pg17-arm64" "arm64 18:pg18-arm64" "arm64 19:pg19-headers-arm64")
+  "arm64 16:pg16-arm64" "arm64 17:pg17-headers-arm64" "arm64 17:pg17-arm64" "arm64 18:pg18-arm64" "arm64 19:pg19-headers-arm64"
+  "arm64 19:pg19-server-arm64" "arm64 19:pg19-client-arm64" "arm64 19:pg19-libpq5-arm64")
 
 # It runs before set-up: pip needs a virtual environment (Debian's python3
 # has venv only with python3-venv).

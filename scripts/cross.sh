@@ -23,8 +23,8 @@
 # a section of the arm64 library (tests/integration/arm64.sh compares it
 # with the amd64 package's).
 #
-# The emulated arm64 server is Debian 12's postgresql-15 for arm64 in an
-# arm64 Debian root (debootstrap --arch arm64; the second stage and apt run
+# The emulated arm64 server is Debian 12's postgresql-15 for arm64 (or
+# Debian's postgresql-19, in an arm64 sid root) in an arm64 Debian root (debootstrap --arch arm64; the second stage and apt run
 # under qemu-user-static through binfmt_misc), cached in
 # $SF_PG_CACHE/arm64/. Its programs run on this machine like any other
 # server here, with QEMU_LD_PREFIX=<root> (qemu's loader and library lookups
@@ -37,7 +37,8 @@
 #   cross_env MAJOR          exports what cargo pgrx needs for the target
 #   arm64_emulation_ensure   qemu-user-static registered with binfmt_misc
 #   arm64_root MAJOR         prints an arm64 Debian root with postgresql-MAJOR
-#                            installed (made once, cached)
+#                            installed (15: Debian 12; 19: sid; made once,
+#                            cached)
 
 SF_CROSS_TARGET=aarch64-unknown-linux-gnu
 SF_CROSS_GCC=aarch64-linux-gnu-gcc
@@ -177,35 +178,58 @@ arm64_emulation_ensure() {
   grep -qx enabled "$misc/qemu-aarch64" || { _cross_log "binfmt_misc's qemu-aarch64 entry is disabled"; return 1; }
 }
 
-# arm64_root MAJOR: an arm64 Debian 12 root with postgresql-MAJOR (15) and
-# the client programs, made once into the cache (debootstrap, then the
-# root's apt with Debian 12's updates and security archives: the server
-# version of the amd64 one here), readied by pg_debian_root_prepare
-# (scripts/postgres.sh); prints its path.
+# arm64_root MAJOR: an arm64 Debian root with postgresql-MAJOR and the
+# client programs, made once into the cache; prints its path. 15: Debian
+# 12 (debootstrap, then the root's apt with Debian 12's updates and
+# security archives: the server version of the amd64 one here). 19: Debian
+# sid with experimental, the server's pinned arm64 packages (SF_PG19_ARM64_DEBS,
+# the amd64 sid root's 19~rc1-1: scripts/sources.sh) installed with the
+# root's apt, which takes their dependencies from sid. Each readied by
+# pg_debian_root_prepare (scripts/postgres.sh). Minutes of one core under
+# emulation: about 8 for 15, more for sid.
 arm64_root() {
-  local major=$1
-  [ "$major" = 15 ] || { _cross_log "the arm64 root has Debian 12's PostgreSQL 15 only"; return 1; }
+  local major=$1 suite
+  case $major in
+    15) suite=bookworm ;;
+    19) suite=sid ;;
+    *) _cross_log "an arm64 root has Debian 12's PostgreSQL 15 or Debian's 19 (sid), not $major: the wheels' arm64 servers run in the 15 root"; return 1 ;;
+  esac
   arm64_emulation_ensure || return 1
   _pg_cache_dir || return 1
-  local dir="$SF_PG_CACHE/arm64/bookworm-pg$major"
+  local dir="$SF_PG_CACHE/arm64/$suite-pg$major"
   if [ ! -f "$dir/.installed" ]; then
     (
       exec 9>"$SF_PG_CACHE/.arm64.lock" && flock 9 || exit 1
       [ -f "$dir/.installed" ] && exit 0
-      local build="$dir.building" root log
+      local build="$dir.building" root log id f install=()
       root="$build/root"
       log=$(mktemp)
       _pg_as_root rm -rf "$build" && _pg_as_root mkdir -p "$build" || exit 1
-      _cross_log "an arm64 Debian 12 root with PostgreSQL $major in $dir (debootstrap and apt under emulation: minutes)"
-      _pg_as_root debootstrap --arch arm64 --variant=minbase bookworm "$root" "$SF_DEBIAN_MIRROR" >"$log" 2>&1 ||
-        { _cross_log "debootstrap --arch arm64 failed:"; tail -5 "$log" >&2; exit 1; }
-      printf 'deb %s bookworm-updates main\ndeb http://deb.debian.org/debian-security bookworm-security main\n' "$SF_DEBIAN_MIRROR" |
-        _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
+      _cross_log "an arm64 Debian $suite root with PostgreSQL $major in $dir (debootstrap and apt under emulation: minutes)"
+      _pg_as_root debootstrap --arch arm64 --variant=minbase "$suite" "$root" "$SF_DEBIAN_MIRROR" >"$log" 2>&1 ||
+        { _cross_log "debootstrap --arch arm64 $suite failed:"; tail -5 "$log" >&2; exit 1; }
+      if [ "$suite" = bookworm ]; then
+        printf 'deb %s bookworm-updates main\ndeb http://deb.debian.org/debian-security bookworm-security main\n' "$SF_DEBIAN_MIRROR" |
+          _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
+        install=("postgresql-$major")
+      else
+        # (As the amd64 sid root: experimental beside sid, served past
+        # Valid-Until; the server's own files pinned by SHA-256.)
+        echo "deb $SF_DEBIAN_MIRROR experimental main" | _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
+        echo 'Acquire::Check-Valid-Until "false";' | _pg_as_root tee "$root/etc/apt/apt.conf.d/90snowflake-id" >/dev/null
+        _pg_as_root mkdir -p "$root/var/cache/snowflake-id-debs"
+        for id in "${SF_PG19_ARM64_DEBS[@]}"; do
+          f=$(fetch_source "$id") || exit 1
+          _pg_as_root cp "$f" "$root/var/cache/snowflake-id-debs/"
+          install+=("/var/cache/snowflake-id-debs/$(basename "$f")")
+        done
+      fi
       pg_debian_root_prepare "$root" || exit 1
       _pg_as_root chroot "$root" apt-get -qq update >&2 || { _cross_log "apt-get update in the arm64 root failed"; exit 1; }
       _pg_as_root chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "postgresql-$major" >"$log" 2>&1 || { _cross_log "installing postgresql-$major in the arm64 root failed:"; tail -10 "$log" >&2; exit 1; }
+        "${install[@]}" >"$log" 2>&1 || { _cross_log "installing postgresql-$major in the arm64 root failed:"; tail -10 "$log" >&2; exit 1; }
       _pg_as_root chroot "$root" apt-get clean
+      _pg_as_root rm -rf "$root/var/cache/snowflake-id-debs"
       rm -f "$log"
       [ -x "$root/usr/lib/postgresql/$major/bin/postgres" ] || { _cross_log "no postgres in the arm64 root"; exit 1; }
       _pg_as_root rm -rf "$dir" && _pg_as_root mv "$build" "$dir" && echo "$dir/root" | _pg_as_root tee "$dir/.installed" >/dev/null

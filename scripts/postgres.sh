@@ -270,6 +270,9 @@ _pg_source() {
 # The sid root's packages of PostgreSQL 19 (scripts/sources.sh): the IDs of
 # the pinned files (the server's, then its headers'), and their version.
 SF_PG19_DEBS=(pg19-server pg19-client pg19-libpq5 pg19-headers)
+# The same packages for arm64: the server of the arm64 sid root
+# (scripts/cross.sh arm64_root 19).
+SF_PG19_ARM64_DEBS=(pg19-server-arm64 pg19-client-arm64 pg19-libpq5-arm64)
 SF_PG19_PINNED=19~rc1-1
 SF_DEBIAN_MIRROR=${SF_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 

