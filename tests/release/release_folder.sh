@@ -126,7 +126,7 @@ issues() {
   [ "$(sql_value "$name" "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")" = "$version" ] ||
     fail "$name: CREATE EXTENSION did not give $version"
   [ "$(sql_value "$name" "SELECT count(DISTINCT id) = 1000 AND bool_and(snowflake_node(id) = $node)
-                                 AND bool_and(abs(extract(epoch FROM snowflake_time(id) - now())) < 60) FROM t")" = t ] ||
+                                 AND bool_and(abs(extract(epoch FROM snowflake_timestamp(id) - now())) < 60) FROM t")" = t ] ||
     fail "$name: the IDs are not 1,000 IDs of node id $node within a minute of the clock"
 }
 # run_server NAME NODE: a cluster of PG_BIN's server that preloads the
