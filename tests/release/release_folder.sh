@@ -135,6 +135,18 @@ run_server() {
   cluster_stop "$1"
 }
 ran=()
+# apt_install ROOT DEB: apt-get install ./DEB (a file of the folder) with
+# the apt of the Debian at ROOT ("" for this machine's), and dpkg lists its
+# package at the folder's version.
+apt_install() {
+  local root=$1 deb=$2 pkg=${2%%_*}
+  cp "$folder/$deb" "${root:-}/tmp/"
+  chroot "${root:-/}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "/tmp/$deb" >"$SF_WORK/apt.log" 2>&1 ||
+    { cat "$SF_WORK/apt.log" >&2; fail "apt-get install ./$deb${root:+ in $root} failed"; }
+  rm -f "${root:-}/tmp/$deb"
+  [ "$(chroot "${root:-/}" dpkg-query -W -f '${Version} ${Status}' "$pkg")" = "$version-1 install ok installed" ] ||
+    fail "dpkg${root:+ in $root} does not list $pkg $version-1 as installed"
+}
 
 # amd64 with apt-get: 15 into this machine's Debian, 19 into the sid root.
 # ROOTFS is / or the root's path; the development build moved out first.
@@ -173,13 +185,7 @@ for major in 15 19; do
   for f in $(find "$root/usr/lib/postgresql/$major/lib" "$root/usr/share/postgresql/$major/extension" -maxdepth 1 -name 'snowflake_id*'); do
     mv "$f" "$saved/"
   done
-  deb=postgresql-$major-snowflake-id_$version-1_amd64.deb
-  cp "$folder/$deb" "${root:-}/tmp/"
-  chroot "${root:-/}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "/tmp/$deb" >"$SF_WORK/apt.log" 2>&1 ||
-    { cat "$SF_WORK/apt.log" >&2; fail "apt-get install ./$deb failed"; }
-  rm -f "${root:-}/tmp/$deb"
-  [ "$(chroot "${root:-/}" dpkg-query -W -f '${Version} ${Status}' "$pkg")" = "$version-1 install ok installed" ] ||
-    fail "dpkg does not list $pkg $version-1 as installed"
+  apt_install "$root" "postgresql-$major-snowflake-id_$version-1_amd64.deb"
   PG_BIN=$bindir run_server "amd64_$major" "$major"
   ran+=("$major amd64 (apt-get)")
 done
@@ -209,15 +215,10 @@ export QEMU_LD_PREFIX=$base
 # arm64_apt MAJOR NODE: apt-get install ./<the arm64 deb> in a copy of the
 # arm64 root with Debian's postgresql-MAJOR, and its server run.
 arm64_apt() {
-  local major=$1 node=$2 root deb
+  local major=$1 node=$2 root
   root=$SF_WORK/arm64-root-$major
   cp -a "$(arm64_root "$major")" "$root" || fail "no arm64 root with PostgreSQL $major (scripts/cross.sh arm64_root $major)"
-  deb=postgresql-$major-snowflake-id_$version-1_arm64.deb
-  cp "$folder/$deb" "$root/tmp/"
-  chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "/tmp/$deb" >"$SF_WORK/apt.log" 2>&1 ||
-    { cat "$SF_WORK/apt.log" >&2; fail "apt-get install ./$deb in the arm64 root failed"; }
-  [ "$(chroot "$root" dpkg-query -W -f '${Version} ${Status}' "postgresql-$major-snowflake-id")" = "$version-1 install ok installed" ] ||
-    fail "dpkg in the arm64 root does not list postgresql-$major-snowflake-id $version-1 as installed"
+  apt_install "$root" "postgresql-$major-snowflake-id_$version-1_arm64.deb"
   [ "$(elf_machine "$root/usr/lib/postgresql/$major/bin/postgres")" = AArch64 ] || fail "the arm64 root's postgres is not an arm64 program"
   QEMU_LD_PREFIX=$root
   PG_BIN=$root/usr/lib/postgresql/$major/bin run_server "arm64_$major" "$node"
