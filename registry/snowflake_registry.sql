@@ -679,10 +679,15 @@ BEGIN
         -- lost.
         RETURN 0;
     END IF;
-    SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
-    IF NOT FOUND OR cur.claim_id IS DISTINCT FROM p_claim_id OR cur.token IS DISTINCT FROM p_token
+    -- The fleet's row is read after the claim's lock: a fence that held
+    -- that lock has committed by now, and its fenced_at names the fence
+    -- that ended the claim (read before, it named none, and a claim the
+    -- fence ended was answered "released", which its holder does not
+    -- resume: tests/integration/registry_fence_race.sh).
+    SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
+    IF cur.fleet IS NULL OR cur.claim_id IS DISTINCT FROM p_claim_id OR cur.token IS DISTINCT FROM p_token
        OR cur.released_at IS NOT NULL THEN
         RAISE EXCEPTION 'the claim on node id % of fleet "%" is lost: %', p_node_id, p_fleet,
             -- (The caller's own claim, ended by a fence, is reported as such
@@ -690,7 +695,7 @@ BEGIN
             -- holder claims the node id again above the fence, which covers
             -- every grant the registry lost. A claim taken over before the
             -- fence stays a takeover.)
-            CASE WHEN NOT FOUND THEN 'the registry does not know it'
+            CASE WHEN cur.fleet IS NULL THEN 'the registry does not know it'
                  WHEN f.fenced_at IS NOT NULL AND EXISTS (
                           SELECT FROM snowflake_registry.grants g
                           WHERE g.claim_id = p_claim_id AND g.fleet = p_fleet AND g.node_id = p_node_id
