@@ -119,7 +119,14 @@ _sf_cleanup() {
   done
   if [ $rc -ne 0 ]; then
     for name in "${SF_CLUSTERS[@]}"; do
-      [ -f "$(cluster_log "$name")" ] && { echo "--- tail of $name log"; tail -20 "$(cluster_log "$name")"; }
+      [ -f "$(cluster_log "$name")" ] || continue
+      # The background workers' own account (claims, renewals, fences,
+      # resumptions, leases), which a tail of repeated ERROR lines from
+      # writers hides; then the tail.
+      echo "--- $name log: snowflake_id's LOG and WARNING lines, and refused resumptions (the last 15)"
+      grep -E '(LOG|WARNING):  snowflake_(id|registry)|cannot be resumed' "$(cluster_log "$name")" | tail -15 || true
+      echo "--- tail of $name log"
+      tail -20 "$(cluster_log "$name")"
     done
   fi
   if [ -z "${SF_KEEP:-}" ]; then rm -rf "$SF_WORK"; fi
