@@ -88,13 +88,49 @@ apt_ensure "${extra[@]}"   # (nothing when none is missing)
 # (Debian's postgresql package may have created and started a cluster on
 # port 5432. The tests never use it, and it does not load snowflake_id.)
 rust_ensure
-# A debug build: cargo-pgrx only drives cargo, bindgen and the servers, so
-# its own speed hardly matters, and a debug build takes about 3 minutes on
-# 2 cores where a release build takes about 7 (measured: 3 min 3 s and 6 min 45 s).
-if ! cargo pgrx --version 2>/dev/null | grep " ${PGRX_VERSION}\$" >/dev/null; then
-  echo "setup: installing cargo-pgrx ${PGRX_VERSION} (a debug build: about 3 minutes)"
-  cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked --debug
-fi
+
+# The two Rust tools set-up builds, cargo-pgrx and pgxn_meta, are built in
+# the background while the rest of set-up (apt, the servers' downloads, the
+# sid root, Citus) goes on in the foreground, which waits mostly on the
+# network and dpkg: one after the other they took 527 s of a bare
+# machine's set-up (the builds 216 s and 111 s of it), and only
+# `cargo pgrx init`, at the end, needs either. Each build's output goes to
+# a log, printed when it fails; set-up fails when either does.
+TOOL_BUILD_LOG=$(mktemp /tmp/snowflake_setup_tools.XXXXXX)
+tool_build_pid=
+stop_tool_build() {
+  [ -z "$tool_build_pid" ] || kill -- "-$tool_build_pid" 2>/dev/null || true
+  rm -f "$TOOL_BUILD_LOG"
+}
+trap stop_tool_build EXIT
+tool_builds() {
+  local meta_pid="" rc=0
+  # PGXN's validator of META.json (tests/integration/pgxn.sh): the pgxn_meta
+  # crate of the PGXN project, a debug build (it validates one small file; its
+  # release build took 2 min 22 s on a bare machine). Beside cargo-pgrx's
+  # build: each ends in minutes of one crate on one core.
+  if [ $demo -eq 0 ] && ! pgxn_meta --version 2>/dev/null | grep " ${PGXN_META_VERSION}\$" >/dev/null; then
+    echo "setup: installing pgxn_meta ${PGXN_META_VERSION} (PGXN's META.json validator)"
+    cargo install pgxn_meta --version "${PGXN_META_VERSION}" --locked --debug &
+    meta_pid=$!
+  fi
+  # A debug build: cargo-pgrx only drives cargo, bindgen and the servers, so
+  # its own speed hardly matters, and a debug build takes about 3 minutes on
+  # 2 cores where a release build takes about 7 (measured: 3 min 3 s and 6 min 45 s).
+  if ! cargo pgrx --version 2>/dev/null | grep " ${PGRX_VERSION}\$" >/dev/null; then
+    echo "setup: installing cargo-pgrx ${PGRX_VERSION} (a debug build: about 3 minutes)"
+    cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked --debug || rc=$?
+  fi
+  [ -z "$meta_pid" ] || wait "$meta_pid" || rc=$?
+  return "$rc"
+}
+PGXN_META_VERSION=0.7.0
+# (Job control on for the fork: its own process group, stopped whole by
+# the exit trap.)
+set -m
+tool_builds >"$TOOL_BUILD_LOG" 2>&1 </dev/null &
+tool_build_pid=$!
+set +m
 
 # The arm64 build and its emulated server (tests/integration/arm64.sh,
 # scripts/package.sh --arch arm64): the cross toolchain with Rust's
@@ -105,15 +141,6 @@ if [ $demo -eq 0 ]; then
   . "$ROOT/scripts/cross.sh"
   cross_ensure
   arm64_emulation_ensure
-fi
-
-# PGXN's validator of META.json (tests/integration/pgxn.sh): the pgxn_meta
-# crate of the PGXN project, a debug build (it validates one small file; its
-# release build took 2 min 22 s on a bare machine).
-PGXN_META_VERSION=0.7.0
-if [ $demo -eq 0 ] && ! pgxn_meta --version 2>/dev/null | grep " ${PGXN_META_VERSION}\$" >/dev/null; then
-  echo "setup: installing pgxn_meta ${PGXN_META_VERSION} (PGXN's META.json validator)"
-  cargo install pgxn_meta --version "${PGXN_META_VERSION}" --locked --debug
 fi
 
 # The servers asked for (15 is Debian's, installed above).
@@ -132,6 +159,17 @@ for v in "${versions[@]}"; do
     echo "setup: WARNING: pg_partman $PARTMAN5_VERSION is not installed into PostgreSQL $v: tests/integration/partman.sh will fail there" >&2
   fi
 done
+
+# The tool builds started above.
+tool_build_rc=0
+wait "$tool_build_pid" || tool_build_rc=$?
+tool_build_pid=
+grep '^setup: ' "$TOOL_BUILD_LOG" || true
+if [ "$tool_build_rc" -ne 0 ]; then
+  echo "setup: building cargo-pgrx or pgxn_meta failed (status $tool_build_rc); its log:" >&2
+  cat "$TOOL_BUILD_LOG" >&2
+  exit 1
+fi
 
 # `cargo pgrx init` with every installed server, so that asking for one
 # version never drops another from pgrx's configuration.
