@@ -32,11 +32,13 @@
 #         SF_TEST_JOBS=1: one after the other), while the
 #         background compile job (at the lowest priority) builds its test
 #         binary and its release library, runs clippy and builds the later
-#         versions' tests; then its cargo pgrx test, its release install
-#         and the integration tests that need the release build;
+#         versions' tests; then its cargo pgrx test and its release
+#         install; the integration tests that need the release build then
+#         start in a lane of their own (the release lane), beside b;
 #      b. the later versions in two lanes at once (16 and 18 in this
-#         shell, 17 and 19 beside it, their output printed when they end;
-#         SF_TEST_LANES=1: one lane);
+#         shell, 17 and 19 beside it), once the background job is done;
+#         each lane's output is printed when it ends. SF_TEST_LANES=1: one
+#         lane, after 15's release build's tests;
 #   4. a real pg_upgrade from 17 to 18 and from 18 to 19, each when both
 #      were tested: of a server with IDs (tests/upgrade/pg_upgrade.sh), and
 #      of a registry under a writing fleet (registry_pg_upgrade.sh); why not
@@ -114,7 +116,7 @@ while [ $# -gt 0 ]; do
       esac
       shift 2
       ;;
-    -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test: unknown argument '$1' (usage: scripts/test.sh [--pg 15|16|17|18|19]...)" >&2; exit 2 ;;
   esac
 done
@@ -124,7 +126,57 @@ step_start=$SECONDS
 step() {
   printf '     (took %ds)\n\n==== %s\n' $((SECONDS - step_start)) "$*"
   step_start=$SECONDS
+  check_lanes
 }
+
+# The lanes: steps that run in the background beside this shell's (15's
+# release build's tests; the second lane of later versions), each in its
+# own process group (the exit trap stops it whole), its output in a log
+# printed when it is waited for, or its last lines when the run fails
+# first. A lane that fails stops the run at this shell's next step, not
+# only when it is waited for.
+MAIN_PID=$BASHPID
+declare -A lane_pids=() lane_logs=() lane_names=()
+start_lane() { # KEY NAME COMMAND...: COMMAND in a lane
+  local key=$1 name=$2 log
+  shift 2
+  log=$(mktemp /tmp/snowflake_test_lane.XXXXXX)
+  lane_logs[$key]=$log lane_names[$key]=$name
+  step "$name: started in the background; its log: $log"
+  set -m
+  (
+    set +m
+    trap 'echo $? >"$log.status"' EXIT
+    step_start=$SECONDS
+    "$@"
+    step "$name: done"
+  ) >"$log" 2>&1 </dev/null &
+  lane_pids[$key]=$!
+  set +m
+}
+print_lane() { # KEY
+  echo "---- ${lane_names[$1]}: its output"
+  cat "${lane_logs[$1]}"
+  echo "---- end of ${lane_names[$1]}"
+}
+wait_lane() { # KEY
+  local key=$1 pid=${lane_pids[$1]:-} rc=0
+  [ -n "$pid" ] || return 0
+  unset "lane_pids[$key]"   # (before step, whose check_lanes would wait here again)
+  step "waiting for ${lane_names[$key]}"
+  wait "$pid" || rc=$?
+  print_lane "$key"
+  [ "$rc" -eq 0 ] || { echo "test: ${lane_names[$key]} failed (status $rc): its output is above" >&2; exit 1; }
+}
+check_lanes() {
+  [ "$BASHPID" = "$MAIN_PID" ] || return 0
+  local key
+  for key in "${!lane_pids[@]}"; do
+    [ -s "${lane_logs[$key]}.status" ] && [ "$(cat "${lane_logs[$key]}.status")" != 0 ] || continue
+    wait_lane "$key"
+  done
+}
+
 
 step "sources: can a fresh machine fetch every pinned server file?"
 bash scripts/check_sources.sh
@@ -161,11 +213,14 @@ for v in "${versions[@]}"; do case $v in 15 | 19) clippy_versions+=("$v") ;; esa
 # clock to pass a bound), and the compiler needs both cores for minutes a
 # version; so the first version installs a debug build (its dependencies
 # are the only build on the critical path), and while its integration
-# tests run, one background job builds the rest: that version's test
-# binary (and on 15 its release library), clippy, and every later
-# version's test binary, which `cargo pgrx test` and `cargo pgrx install`
-# of that version then find fresh (the library and the test binary share
-# their dependencies: Cargo.toml's resolver and build-override). It runs
+# tests run, one background job builds the rest, in this order: that
+# version's test binary (and on 15 its release library and the arm64
+# one), every later version's test binary, which `cargo pgrx test` and
+# `cargo pgrx install` of that version then find fresh (the library and
+# the test binary share their dependencies: Cargo.toml's resolver and
+# build-override), and last clippy, beside the later versions' lanes
+# (which wait only for their builds) in a target directory of its own. On
+# 15 it also makes the arm64 root, from the start of the debug install. It runs
 # at the lowest CPU priority (nice 19, idle I/O class), so a server or a
 # test that wants the CPU gets it at once, until the foreground needs what
 # it builds (raise_background_priority); cargo's lock on the target
@@ -177,6 +232,9 @@ for v in "${versions[@]}"; do case $v in 15 | 19) clippy_versions+=("$v") ;; esa
 # the end.
 BACKGROUND_LOG=$(mktemp /tmp/snowflake_test_background.XXXXXX)
 BACKGROUND_RC=$BACKGROUND_LOG.status
+LATER_BUILDS_DONE=$BACKGROUND_LOG.later
+FIRST_INSTALLED=$BACKGROUND_LOG.installed
+CLIPPY_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}/clippy
 background_pid= background_started=0
 first=${versions[0]}
 background_compile() {
@@ -189,6 +247,10 @@ background_compile() {
     (. scripts/cross.sh && arm64_root 15 >/dev/null) &
     arm64_pid=$!
   fi
+  # The job starts with the first version's debug install (for the arm64
+  # root's minutes of one core); its builds wait for that install, which
+  # they would otherwise hold cargo's lock against.
+  until [ -e "$FIRST_INSTALLED" ]; do sleep 1; done
   started=$SECONDS
   echo "== cargo test --lib --no-run (pg$first: cargo pgrx test's build)"
   cargo test --lib --no-run --no-default-features --features "pg$first pg_test"
@@ -201,24 +263,33 @@ background_compile() {
     cargo rustc --lib --release --features pg15 --no-default-features -- -C link-arg=-Wl,--no-gc-sections
     echo "== pg15 release built ($((SECONDS - started))s)"
     # The arm64 package's build (scripts/package.sh --arch arm64 runs this
-    # command through cargo pgrx package --target).
+    # command through cargo pgrx package --target). Before the later
+    # versions' builds: it holds cargo's lock on the host's release
+    # directory too, which the release build's tests package from (holding
+    # the install lock the lanes need).
     started=$SECONDS
     echo "== cargo rustc --lib --release --target aarch64-unknown-linux-gnu (pg15: the arm64 package's build)"
     (. scripts/cross.sh && cross_env 15 &&
       cargo rustc --lib --release --target "$SF_CROSS_TARGET" --features pg15 --no-default-features -- -C link-arg=-Wl,--no-gc-sections)
     echo "== pg15 arm64 release built ($((SECONDS - started))s)"
   fi
-  for v in "${clippy_versions[@]}"; do
-    started=$SECONDS
-    echo "== cargo clippy --all-targets -- -D warnings (pg$v)"
-    cargo clippy --all-targets --no-default-features --features "pg$v pg_test" -- -D warnings
-    echo "== clippy pg$v passed ($((SECONDS - started))s)"
-  done
   for v in "${versions[@]:1}"; do
     started=$SECONDS
     echo "== cargo test --lib --no-run (pg$v: cargo pgrx test's build)"
     cargo test --lib --no-run --no-default-features --features "pg$v pg_test"
     echo "== pg$v built ($((SECONDS - started))s)"
+  done
+  # What the later versions' lanes wait for (wait_for_later_builds);
+  # clippy goes on beside them.
+  touch "$LATER_BUILDS_DONE"
+  # Clippy in a target directory of its own: in the lanes' (the debug
+  # one) it would hold cargo's lock for minutes while their builds and
+  # installs wait; nothing else uses what it makes.
+  for v in "${clippy_versions[@]}"; do
+    started=$SECONDS
+    echo "== cargo clippy --all-targets -- -D warnings (pg$v)"
+    CARGO_TARGET_DIR="$CLIPPY_TARGET_DIR" cargo clippy --all-targets --no-default-features --features "pg$v pg_test" -- -D warnings
+    echo "== clippy pg$v passed ($((SECONDS - started))s)"
   done
   if [ -n "$arm64_pid" ]; then
     wait "$arm64_pid" || { echo "== the arm64 root could not be made (above)"; return 1; }
@@ -270,6 +341,16 @@ check_background_compile() {
   fi
 }
 
+# Waits until the background job has built the later versions' tests
+# (it goes on with the arm64 build and clippy), at normal priority from
+# now on: the foreground waits on it. Fails the run if it failed.
+wait_for_later_builds() {
+  [ -n "$background_pid" ] || return 0
+  raise_background_priority
+  until [ -e "$LATER_BUILDS_DONE" ] || [ -s "$BACKGROUND_RC" ]; do sleep 1; done
+  check_background_compile
+}
+
 # Two versions' steps at once (the lanes, below) must not both build and
 # install: `cargo pgrx test`, `cargo pgrx install` and scripts/package.sh
 # copy target/debug/libsnowflake_id.so after cargo has let go of its own
@@ -293,16 +374,20 @@ RELEASE_TESTS="instructions package_install deb_package registry_rolling_upgrade
 PGRX_TEST_DIR=$(mktemp -d /tmp/snowflake_pgrx_test.XXXXXX)
 chown postgres:postgres "$PGRX_TEST_DIR"
 SUMMARY_FILE=$(mktemp /tmp/snowflake_test_summary.XXXXXX)
-LANE_LOG=$(mktemp /tmp/snowflake_test_lane.XXXXXX)
-lane_pid=
 stop_background() {
+  local key
   [ -z "$background_pid" ] || kill -- "-$background_pid" 2>/dev/null || true
-  if [ -n "$lane_pid" ]; then
-    kill -- "-$lane_pid" 2>/dev/null || true
-    echo "test: the second lane was stopped; its log so far:" >&2
-    tail -50 "$LANE_LOG" >&2
-  fi
-  rm -rf "$PGRX_TEST_DIR" "$BACKGROUND_LOG" "$BACKGROUND_RC" "$SUMMARY_FILE" "$LANE_LOG"
+  for key in "${!lane_pids[@]}"; do
+    if [ -s "${lane_logs[$key]}.status" ]; then
+      echo "test: ${lane_names[$key]} had ended (status $(cat "${lane_logs[$key]}.status")); its last lines:" >&2
+    else
+      kill -- "-${lane_pids[$key]}" 2>/dev/null || true
+      echo "test: ${lane_names[$key]} was stopped; its log so far:" >&2
+    fi
+    tail -50 "${lane_logs[$key]}" >&2
+  done
+  rm -rf "$PGRX_TEST_DIR" "$BACKGROUND_LOG" "$BACKGROUND_RC" "$LATER_BUILDS_DONE" "$FIRST_INSTALLED" "$SUMMARY_FILE"
+  for key in "${!lane_logs[@]}"; do rm -f "${lane_logs[$key]}" "${lane_logs[$key]}.status"; done
 }
 trap stop_background EXIT
 
@@ -352,6 +437,15 @@ integration_tests() {
   SF_PORTABLE_QUICK=1 bash tests/integration/run_all.sh "${names[@]}"
 }
 
+# 15's integration tests of the release build.
+release_tests_15() {
+  local started=$SECONDS
+  step "pg15: integration tests of the release build ($RELEASE_TESTS)"
+  # shellcheck disable=SC2086 # the names are words
+  bash tests/integration/run_all.sh $RELEASE_TESTS
+  echo "pg15, the release build's tests: $(((SECONDS - started + 30) / 60)) min" >>"$SUMMARY_FILE"
+}
+
 # One version's suite: `cargo pgrx test`, the install, pg_regress, the
 # integration tests.
 run_version() {
@@ -364,12 +458,13 @@ run_version() {
     # The first version: a debug build installed and tested while the
     # background job builds the rest; then its cargo pgrx test, and on 15
     # the release build with the tests that need it.
+    start_background_compile
     step "pg$v: cargo pgrx install (a debug build; the background job builds the rest)"
     with_install_lock cargo pgrx install --pg-config "$pg_config"
+    touch "$FIRST_INSTALLED"
     export SF_PACKAGE_DEBUG=1
     step "pg$v: pg_regress suite"
     bash tests/pg_regress/run.sh
-    start_background_compile
     if [ "$v" = 15 ]; then integration_tests "$v" "$RELEASE_TESTS"; else integration_tests "$v"; fi
     check_background_compile
     # cargo pgrx test waits on cargo's lock while the background job builds.
@@ -377,9 +472,13 @@ run_version() {
     pgrx_test "$v" "$pg_config"
     if [ "$v" = 15 ]; then
       install_build "$v" "$pg_config"
-      step "pg$v: integration tests of the release build ($RELEASE_TESTS)"
-      # shellcheck disable=SC2086 # the names are words
-      bash tests/integration/run_all.sh $RELEASE_TESTS
+      # Beside the later versions when there are any (a lane of its own,
+      # the "release lane"; SF_TEST_LANES=1: here, one step after the other).
+      if [ ${#versions[@]} -gt 1 ] && [ "${SF_TEST_LANES:-2}" != 1 ]; then
+        start_lane release "the release lane (pg15's release build: $RELEASE_TESTS)" release_tests_15
+      else
+        release_tests_15
+      fi
     fi
   else
     pgrx_test "$v" "$pg_config"
@@ -402,36 +501,16 @@ run_version "$first"
 # wait for it anyway). The second lane's output goes to a log, printed when
 # it ends (or, when the first lane fails, its last lines).
 rest=("${versions[@]:1}")
-if [ ${#rest[@]} -gt 0 ]; then
-  check_background_compile --wait
-fi
+[ ${#rest[@]} -eq 0 ] || wait_for_later_builds
 lane_a=() lane_b=()
 for i in "${!rest[@]}"; do
   if [ "${SF_TEST_LANES:-2}" = 1 ] || [ $((i % 2)) = 0 ]; then lane_a+=("${rest[$i]}"); else lane_b+=("${rest[$i]}"); fi
 done
-if [ ${#lane_b[@]} -gt 0 ]; then
-  step "the second lane (${lane_b[*]}) started beside the first (${lane_a[*]}); its log: $LANE_LOG"
-  set -m
-  (
-    set +m
-    step_start=$SECONDS
-    for v in "${lane_b[@]}"; do run_version "$v"; done
-    step "the second lane (${lane_b[*]}) done"
-  ) >"$LANE_LOG" 2>&1 </dev/null &
-  lane_pid=$!
-  set +m
-fi
-for v in "${lane_a[@]}"; do run_version "$v"; done
-if [ -n "$lane_pid" ]; then
-  step "waiting for the second lane (${lane_b[*]})"
-  lane_rc=0
-  wait "$lane_pid" || lane_rc=$?
-  lane_pid=
-  echo "---- the second lane's output (${lane_b[*]}):"
-  cat "$LANE_LOG"
-  echo "---- end of the second lane's output"
-  [ "$lane_rc" -eq 0 ] || { echo "test: the second lane (${lane_b[*]}) failed (status $lane_rc): its output is above" >&2; exit 1; }
-fi
+run_versions() { local v; for v in "$@"; do run_version "$v"; done; }
+[ ${#lane_b[@]} -eq 0 ] || start_lane second "the second lane (${lane_b[*]}, beside ${lane_a[*]})" run_versions "${lane_b[@]}"
+run_versions "${lane_a[@]}"
+wait_lane second
+wait_lane release
 
 for upgrade in "${UPGRADES[@]}"; do
   from=${upgrade%:*} to=${upgrade#*:}
