@@ -31,13 +31,14 @@
 #         pg_regress suite and integration tests on it (two tests at once;
 #         SF_TEST_JOBS=1: one after the other), while the
 #         background compile job (at the lowest priority) builds its test
-#         binary and its release library, runs clippy and builds the later
-#         versions' tests; then its cargo pgrx test and its release
+#         binary and its release library and builds the later versions'
+#         tests, then runs clippy; then its cargo pgrx test and its release
 #         install; the integration tests that need the release build then
 #         start in a lane of their own (the release lane), beside b;
 #      b. the later versions in two lanes at once (16 and 18 in this
-#         shell, 17 and 19 beside it), once the background job is done;
-#         each lane's output is printed when it ends. SF_TEST_LANES=1: one
+#         shell, 17 and 19 beside it), once the background job has built
+#         their tests (its clippy goes on beside them); each lane's output
+#         is printed when it ends. SF_TEST_LANES=1: one
 #         lane, after 15's release build's tests;
 #   4. a real pg_upgrade from 17 to 18 and from 18 to 19, each when both
 #      were tested: of a server with IDs (tests/upgrade/pg_upgrade.sh), and
@@ -116,7 +117,7 @@ while [ $# -gt 0 ]; do
       esac
       shift 2
       ;;
-    -h | --help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test: unknown argument '$1' (usage: scripts/test.sh [--pg 15|16|17|18|19]...)" >&2; exit 2 ;;
   esac
 done
