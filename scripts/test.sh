@@ -497,10 +497,12 @@ run_version "$first"
 # other): their integration tests wait on servers most of the time, as the
 # first version's do, and every version has its own installation, its own
 # clusters (each test its own ports and directories) and its own
-# `cargo pgrx test` data directory and port. The background job has built
-# their tests by now (waited for here: cargo's lock would make both lanes
-# wait for it anyway). The second lane's output goes to a log, printed when
-# it ends (or, when the first lane fails, its last lines).
+# `cargo pgrx test` data directory and port. They start once the
+# background job has built their tests (waited for here: cargo's lock
+# would make both lanes wait for it anyway); its clippy, in a target
+# directory of its own, goes on beside them. The second lane's output goes
+# to a log, printed when it ends (or, when the first lane fails, its last
+# lines).
 rest=("${versions[@]:1}")
 [ ${#rest[@]} -eq 0 ] || wait_for_later_builds
 lane_a=() lane_b=()
