@@ -1,11 +1,12 @@
 -- snowflake_id 0.2.0 -> 0.3.0 (ALTER EXTENSION snowflake_id UPDATE).
 --
--- snowflake_stats() gains eleven columns, after the old ones: when the lease
+-- snowflake_stats() gains thirteen columns, after the old ones: when the lease
 -- was last written, whether a backend waits for the lease worker, how many
--- lease writes failed, whether issuing is held and why, and the node-id
+-- lease writes failed, whether issuing is held and why, the node-id
 -- registry's claim (its state, the grant's end, its last failure, how often
 -- the registry worker was started again, how often the claim was resumed
--- after a fence, and how far the registry connection is trusted). A
+-- after a fence, and how far the registry connection is trusted), and the
+-- floor a successor applied (where, and how far ahead of the clock). A
 -- function's result type cannot change in place,
 -- so it is dropped and created again (a view over it must be dropped
 -- first; the extension creates none). Until this runs, the 0.2.0 function
@@ -45,7 +46,9 @@ CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"registry_message" TEXT,  /* Option < String > */
 	"registry_worker_restarts" bigint,  /* Option < i64 > */
 	"registry_resumes" bigint,  /* Option < i64 > */
-	"registry_connection" TEXT  /* Option < String > */
+	"registry_connection" TEXT,  /* Option < String > */
+	"successor_floor" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"successor_ahead_ms" bigint  /* Option < i64 > */
 )
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */

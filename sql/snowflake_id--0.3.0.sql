@@ -441,7 +441,9 @@ CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
 	"registry_message" TEXT,  /* Option < String > */
 	"registry_worker_restarts" bigint,  /* Option < i64 > */
 	"registry_resumes" bigint,  /* Option < i64 > */
-	"registry_connection" TEXT  /* Option < String > */
+	"registry_connection" TEXT,  /* Option < String > */
+	"successor_floor" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"successor_ahead_ms" bigint  /* Option < i64 > */
 )
 STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */

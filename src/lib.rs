@@ -74,9 +74,16 @@ pub extern "C-unwind" fn _PG_init() {
     pg::shmem::request();
     pg::horizon::xact::register();
     pg::rmgr::register();
-    pg::lease_worker::register();
-    if pg::registry::enabled() {
-        pg::registry::worker::register();
+    // pg_upgrade's own starts of the old and the new cluster (binary-upgrade
+    // mode) issue no ID, and a lease or a claim written there would be taken
+    // for the upgraded cluster's own at its first real start: no workers.
+    // SAFETY: a plain bool global of this single-threaded process, set from
+    // the command line before shared_preload_libraries is loaded.
+    if !unsafe { pg_sys::IsBinaryUpgrade } {
+        pg::lease_worker::register();
+        if pg::registry::enabled() {
+            pg::registry::worker::register();
+        }
     }
 }
 

@@ -139,6 +139,15 @@ pub struct SharedState {
     /// only when a failure starts or ends.
     pub careful: CacheLine<AtomicBool>,
     pub counters: CacheLine<Counters>,
+    /// How far ahead of the clock the pair may already be without that
+    /// counting as a clock stepped back (ms; 0: only the drift limit): set
+    /// where the generator starts ahead of the clock on purpose, by more
+    /// than the drift limit may allow (a successor's floor, a restart
+    /// after IDs that a larger limit let run further ahead). Read only off
+    /// the fast path (a pair beyond the drift limit settles out of line),
+    /// and ended by the first call that finds the pair before it back
+    /// within the limit ([`drift_limit_for`]).
+    pub ahead_allowance_ms: AtomicU64,
 }
 
 impl SharedState {
@@ -156,6 +165,22 @@ impl SharedState {
             .store(lease_until_ms.unwrap_or(0), Ordering::SeqCst);
         self.wall_ms.store(i64::MIN, Ordering::SeqCst);
         self.careful.store(false, Ordering::SeqCst);
+        self.ahead_allowance_ms.store(0, Ordering::SeqCst);
+    }
+
+    /// Lets the pair be up to `ms` ahead of the clock until the clock has
+    /// caught up with it to within the drift limit (see
+    /// [`SharedState::ahead_allowance_ms`]). Never lowers an allowance.
+    pub fn allow_ahead(&self, ms: u64) {
+        self.ahead_allowance_ms.fetch_max(ms, Ordering::AcqRel);
+    }
+
+    /// How far ahead of the clock IDs may run now, when the last pair is
+    /// `drift_now_ms` ahead of it: the limit, or the allowance while one is
+    /// in force (which this ends, as a call would, once the pair is back
+    /// within the limit).
+    pub fn drift_in_force_ms(&self, policy: DriftPolicy, drift_now_ms: i64) -> u64 {
+        drift_limit_for(self, policy, drift_now_ms)
     }
 
     /// Time of the last pair taken.
@@ -456,7 +481,7 @@ fn settle(
     // lease another call extended meanwhile is no proof).
     let mut covered = time <= lease_before_ms;
     loop {
-        if waited_for_drift(counters, policy, time, before_time, now_ms, env)? {
+        if waited_for_drift(state, policy, time, before_time, now_ms, env)? {
             now_ms = observe_clock(state, env);
             continue;
         }
@@ -483,30 +508,60 @@ fn settle(
 /// back must not hang sessions for the length of the step).
 #[inline(always)]
 fn waited_for_drift(
-    counters: &Counters,
+    state: &SharedState,
     policy: DriftPolicy,
     end_time: u64,
     before_time: i64,
     now_ms: i64,
     env: &mut impl Environment,
 ) -> Result<bool, GenerateError> {
-    let max_drift = policy.max_drift_ms as i64;
+    let counters = &state.counters;
     let drift = end_time as i64 - now_ms;
-    if drift <= max_drift {
+    if drift <= policy.max_drift_ms as i64 {
         return Ok(false);
     }
     let existing = before_time - now_ms;
+    let limit = drift_limit_for(state, policy, existing);
+    let max_drift = limit as i64;
+    if drift <= max_drift {
+        return Ok(false);
+    }
     if existing > max_drift + MAX_WAIT_MS as i64 {
         counters.drift_errors.fetch_add(1, Ordering::Relaxed);
         return Err(GenerateError::ClockBehind {
             behind_ms: existing as u64,
-            max_drift_ms: policy.max_drift_ms,
+            max_drift_ms: limit,
         });
     }
     let slept = env.sleep_ms((drift - max_drift) as u64);
     counters.waits.fetch_add(1, Ordering::Relaxed);
     counters.wait_us.fetch_add(slept, Ordering::Relaxed);
     Ok(true)
+}
+
+/// The drift limit for a call whose pair before it is `existing_ms` ahead
+/// of the clock: the setting, or the allowance
+/// ([`SharedState::ahead_allowance_ms`]) while the pair is still further
+/// ahead than the setting allows. The first call that finds the pair back
+/// within the setting ends the allowance: from then on the setting alone
+/// bounds how far IDs run ahead (and what a lease records as the limit in
+/// force).
+#[cold]
+fn drift_limit_for(state: &SharedState, policy: DriftPolicy, existing_ms: i64) -> u64 {
+    let allowance = state.ahead_allowance_ms.load(Ordering::Acquire);
+    if allowance <= policy.max_drift_ms {
+        return policy.max_drift_ms;
+    }
+    if existing_ms <= policy.max_drift_ms as i64 {
+        let _ = state.ahead_allowance_ms.compare_exchange(
+            allowance,
+            0,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        return policy.max_drift_ms;
+    }
+    allowance
 }
 
 /// Counts what an issued range borrowed from the future (its milliseconds
@@ -561,7 +616,7 @@ fn issue_checked(
         let end_time = layout.pair_time(end);
 
         let before_time = layout.pair_time(last) as i64;
-        if waited_for_drift(counters, policy, end_time, before_time, now, env)? {
+        if waited_for_drift(state, policy, end_time, before_time, now, env)? {
             continue;
         }
 
@@ -944,6 +999,63 @@ mod tests {
         let mut env = Script::new(50_000 - 3_600_000);
         assert!(matches!(
             one(&s, &mut env),
+            Err(GenerateError::ClockBehind { .. })
+        ));
+    }
+
+    #[test]
+    fn an_allowance_lets_a_successor_start_ahead_without_stalling() {
+        // A successor's floor puts the pair 6 s ahead of the clock under a
+        // 5 s limit: with the allowance every call issues at once (single
+        // and batch), the pair moves no faster than the calls need, and the
+        // allowance ends once the clock has caught up to within the limit.
+        let l = IdLayout::default();
+        let policy = DriftPolicy {
+            max_drift_ms: 5_000,
+        };
+        let start = 100_000;
+        // The pair and the lease 6 s ahead of the clock at `start`.
+        let ahead = || {
+            let s = SharedState::default();
+            s.resume_after_lease(&l, None);
+            s.pair
+                .store(l.pair(start as u64 + 6_000, 0), Ordering::SeqCst);
+            s.lease_until_ms
+                .store(start as u64 + 6_000, Ordering::SeqCst);
+            s
+        };
+        let s = ahead();
+        s.allow_ahead(6_000);
+        assert_eq!(s.drift_in_force_ms(policy, 6_000), 6_000);
+        let mut env = Script::new(start);
+        env.layout = l;
+        // (Within the first second the pair is still more than 5 s ahead.)
+        for t in 0..900 {
+            env.at(start + t);
+            let first = issue(&s, &l, policy, 1, &mut env).unwrap().first_pair;
+            assert!(first > l.pair(start as u64 + 6_000, 0));
+            issue(&s, &l, policy, 10, &mut env).unwrap();
+        }
+        assert!(
+            env.slept_ms.is_empty(),
+            "no call waited: {:?}",
+            env.slept_ms
+        );
+        assert_eq!(s.counters.drift_errors.load(Ordering::Relaxed), 0);
+        assert_eq!(s.drift_in_force_ms(policy, 5_101), 6_000);
+        // The clock within the limit of the pair: the allowance ends (a
+        // lease write or a call that settles sees it), and a burst past the
+        // setting waits as usual.
+        assert_eq!(s.drift_in_force_ms(policy, 4_500), 5_000);
+        assert_eq!(s.ahead_allowance_ms.load(Ordering::Relaxed), 0);
+        env.at(start + 1_500);
+        issue(&s, &l, policy, 4_096 * 2_000, &mut env).unwrap();
+        assert!(!env.slept_ms.is_empty(), "the burst waited for the clock");
+        // Without an allowance the same start is a clock stepped back.
+        let s = ahead();
+        let mut env = Script::new(start);
+        assert!(matches!(
+            issue(&s, &l, policy, 1, &mut env),
             Err(GenerateError::ClockBehind { .. })
         ));
     }

@@ -42,6 +42,15 @@ pub struct LeaseRecord {
     pub node_bits: u32,
     pub sequence_bits: u32,
     pub node_id: u64,
+    /// How far ahead of its writer's clock the IDs under this lease may
+    /// run (ms): the drift limit in force when it was written, or the
+    /// drift IDs already had then if that was larger. A successor (a
+    /// promoted standby, an accepted copy) that may not have seen its
+    /// predecessor's last leases starts this far ahead of its own clock at
+    /// least. `None` in a lease written before it was recorded (a version 1
+    /// WAL record, a lease file without the line): the successor's own
+    /// limit stands in for it.
+    pub drift_limit_ms: Option<u64>,
 }
 
 impl LeaseRecord {
@@ -116,10 +125,17 @@ impl LeaseRecord {
     }
 
     fn body(&self, system_identifier: u64) -> String {
-        format!(
+        let mut body = format!(
             "{HEADER}\nversion = {VERSION}\nlease_until_unix_ms = {}\nepoch_unix_ms = {}\nnode_bits = {}\nsequence_bits = {}\nnode_id = {}\nsystem_identifier = {system_identifier}\n",
             self.lease_until_unix_ms, self.epoch_unix_ms, self.node_bits, self.sequence_bits, self.node_id
-        )
+        );
+        // An optional line of version 2: a reader that does not know it
+        // (0.3.0 before it was added) ignores it, so a downgrade still reads
+        // the file.
+        if let Some(limit) = self.drift_limit_ms {
+            body.push_str(&format!("drift_limit_ms = {limit}\n"));
+        }
+        body
     }
 
     /// The file's content, as written by the database system
@@ -185,6 +201,13 @@ impl StoredLease {
                 .ok_or("the field node_id is missing")?
                 .parse::<u64>()
                 .map_err(|_| "the field node_id is not a number")?,
+            drift_limit_ms: match fields.get("drift_limit_ms") {
+                None => None,
+                Some(v) => Some(
+                    v.parse::<u64>()
+                        .map_err(|_| "the field drift_limit_ms is not a number")?,
+                ),
+            },
         };
         // The identifier is unsigned 64-bit, beyond i64: parsed on its own.
         let system_identifier = match version {
@@ -211,6 +234,29 @@ impl StoredLease {
             .find_map(|l| l.strip_prefix("lease_until_unix_ms = "))
             .and_then(|v| v.trim().parse::<i64>().ok())
     }
+}
+
+/// The first millisecond (since the epoch) a successor may issue in, when
+/// it takes over a node id at `now_ms` on its own clock from a predecessor
+/// whose last leases it may not have seen (a standby promoted under
+/// asynchronous replication, the end of a point-in-time recovery, an
+/// accepted copy): the predecessor issued nothing after the takeover, and
+/// nothing further ahead of its clock than the drift limit it recorded
+/// (`predecessor_limit_ms`; when it recorded none, or a smaller one than
+/// the successor's own, the successor's own limit stands in), and its clock
+/// was at most `clock_offset_ms` ahead of the successor's. So every ID it
+/// can have issued lies before
+/// `now + max(predecessor's limit, own limit) + clock offset + 1`.
+pub fn successor_floor_ms(
+    now_ms: i64,
+    predecessor_limit_ms: Option<u64>,
+    own_limit_ms: u64,
+    clock_offset_ms: u64,
+) -> u64 {
+    (now_ms.max(0) as u64)
+        .saturating_add(predecessor_limit_ms.unwrap_or(0).max(own_limit_ms))
+        .saturating_add(clock_offset_ms)
+        .saturating_add(1)
 }
 
 /// Where the generator starts after a configuration change.
@@ -315,6 +361,7 @@ mod tests {
             node_bits: 10,
             sequence_bits: 12,
             node_id: 7,
+            drift_limit_ms: None,
         }
     }
 
@@ -467,6 +514,33 @@ mod tests {
     }
 
     #[test]
+    fn a_successor_starts_above_every_id_its_predecessor_can_have_issued() {
+        // The predecessor's IDs: at most its limit ahead of its clock, which
+        // read at most `offset` more than the successor's at the takeover
+        // (and it issued nothing after).
+        for (pred, own, offset) in [
+            (Some(60_000), 5_000, 1_000),
+            (Some(5_000), 60_000, 0),
+            (None, 5_000, 250),
+        ] {
+            let now = 1_000_000;
+            let floor = successor_floor_ms(now, pred, own, offset);
+            let latest_predecessor_id_ms = now + offset as i64 + pred.unwrap_or(own) as i64;
+            assert!(
+                floor as i64 > latest_predecessor_id_ms,
+                "{pred:?} {own} {offset}"
+            );
+            assert_eq!(
+                floor as i64,
+                now + pred.unwrap_or(0).max(own) as i64 + offset as i64 + 1
+            );
+        }
+        // A clock before the epoch counts from the epoch; nothing overflows.
+        assert_eq!(successor_floor_ms(-5, None, 10, 0), 11);
+        assert_eq!(successor_floor_ms(i64::MAX, Some(u64::MAX), 0, 1), u64::MAX);
+    }
+
+    #[test]
     fn file_round_trip_missing_and_corrupt() {
         let dir = tempdir("rt");
         assert!(read_lease(&dir).unwrap().is_none());
@@ -479,6 +553,15 @@ mod tests {
         };
         write_lease(&dir, &newer, SYSID).unwrap();
         assert_eq!(read_lease(&dir).unwrap().map(|s| s.record), Some(newer));
+        // The drift limit in force, an optional line, round-trips too.
+        let limited = LeaseRecord {
+            drift_limit_ms: Some(60_000),
+            ..newer
+        };
+        write_lease(&dir, &limited, SYSID).unwrap();
+        let text = fs::read_to_string(dir.join(LEASE_FILE_NAME)).unwrap();
+        assert!(text.contains("\ndrift_limit_ms = 60000\n"), "{text}");
+        assert_eq!(read_lease(&dir).unwrap().map(|s| s.record), Some(limited));
         fs::write(dir.join(LEASE_FILE_NAME), b"garbage\n").unwrap();
         let e = read_lease(&dir).unwrap_err().to_string();
         assert!(e.contains(LEASE_FILE_NAME) && e.contains("corrupt"), "{e}");

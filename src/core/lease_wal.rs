@@ -20,19 +20,26 @@ use std::fmt::Write;
 /// PostgreSQL (`XLR_INFO_MASK`); a resource manager uses the high four.
 pub const XLOG_LEASE: u8 = 0x10;
 
-/// The record format's version, the first byte of the record.
-const FORMAT_VERSION: u8 = 1;
+/// The record format's version, the first byte of the record. Version 2
+/// adds the drift limit in force ([`LeaseRecord::drift_limit_ms`]) where
+/// version 1 had padding; both are read.
+const FORMAT_VERSION: u8 = 2;
 
-/// The size of a record's data: version, node bits, sequence bits, five
-/// bytes of padding, then the lease, the epoch and the node id.
+/// The size of a record's data: version, node bits, sequence bits, one
+/// byte of padding, the drift limit in force (ms, `u32`: the setting's
+/// range; version 1: four more bytes of padding), then the lease, the
+/// epoch and the node id.
 pub const RECORD_LEN: usize = 32;
 
-/// The record's bytes.
+/// The record's bytes (version 2). A record without a drift limit is
+/// written with 0, which reads back as `Some(0)`: every writer records one.
 pub fn encode(record: &LeaseRecord) -> [u8; RECORD_LEN] {
     let mut out = [0u8; RECORD_LEN];
     out[0] = FORMAT_VERSION;
     out[1] = record.node_bits as u8;
     out[2] = record.sequence_bits as u8;
+    let limit = record.drift_limit_ms.unwrap_or(0).min(u32::MAX.into()) as u32;
+    out[4..8].copy_from_slice(&limit.to_le_bytes());
     out[8..16].copy_from_slice(&record.lease_until_unix_ms.to_le_bytes());
     out[16..24].copy_from_slice(&record.epoch_unix_ms.to_le_bytes());
     out[24..32].copy_from_slice(&record.node_id.to_le_bytes());
@@ -48,13 +55,14 @@ pub fn decode(bytes: &[u8]) -> Result<LeaseRecord, String> {
             bytes.len()
         ));
     }
-    if bytes[0] != FORMAT_VERSION {
+    let version = bytes[0];
+    if version != 1 && version != FORMAT_VERSION {
         return Err(format!(
-            "unknown lease record version {} (this build reads version {FORMAT_VERSION})",
-            bytes[0]
+            "unknown lease record version {version} (this build reads versions 1 and {FORMAT_VERSION})"
         ));
     }
-    if bytes[3..8].iter().any(|&b| b != 0) {
+    let padding = if version == 1 { 3..8 } else { 3..4 };
+    if bytes[padding].iter().any(|&b| b != 0) {
         return Err("the lease record's padding is not zero".into());
     }
     let word = |at: usize| {
@@ -68,6 +76,8 @@ pub fn decode(bytes: &[u8]) -> Result<LeaseRecord, String> {
         lease_until_unix_ms: i64::from_le_bytes(word(8)),
         epoch_unix_ms: i64::from_le_bytes(word(16)),
         node_id: u64::from_le_bytes(word(24)),
+        drift_limit_ms: (version >= 2)
+            .then(|| u64::from(u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]))),
     };
     let layout = IdLayout::new(record.node_bits.into(), record.sequence_bits.into())
         .map_err(|e| format!("the lease record's layout is not valid: {e}"))?;
@@ -120,9 +130,17 @@ pub struct ReplayPlan {
     /// still writes a lease of its own.
     pub raise_floor_ms: Option<u64>,
     /// The record was written under another configuration and covers more
-    /// than any such record seen before: remember it, and refuse to issue
-    /// until `snowflake_accept_configuration()` floors above it.
+    /// than any such record seen before, and more than a lease of this
+    /// server's own configuration it already has: remember it, and refuse
+    /// to issue until `snowflake_accept_configuration()` floors above it.
     pub remember_foreign: bool,
+    /// The record was written under this server's configuration and covers
+    /// more than the remembered record of another configuration: the old
+    /// primary accepted the change this server's settings already have
+    /// (its new IDs start above every ID of the old configuration), so the
+    /// hold for it ends. Also ends the hold that redo of an accepted
+    /// server's own WAL met again after a crash, at the acceptance's record.
+    pub forget_foreign: bool,
     /// Write the record into the local lease file, so that a restarted
     /// standby, whose next redo may start after this record, keeps it.
     pub persist: bool,
@@ -141,9 +159,17 @@ pub fn plan_replay(
 ) -> ReplayPlan {
     let covered = largest_id_covered(record);
     let same_config = record.differences(local).is_empty();
+    // A lease of this server's own configuration that covers more: the
+    // generator resumes above it, so an older record of another
+    // configuration orders below every new ID.
+    let superseded = persisted
+        .is_some_and(|p| p.differences(local).is_empty() && largest_id_covered(p) > covered);
     ReplayPlan {
         raise_floor_ms: same_config.then(|| record.lease_until_ms()),
-        remember_foreign: !same_config && foreign.is_none_or(|f| covered > largest_id_covered(f)),
+        remember_foreign: !same_config
+            && !superseded
+            && foreign.is_none_or(|f| covered > largest_id_covered(f)),
+        forget_foreign: same_config && foreign.is_some_and(|f| covered > largest_id_covered(f)),
         persist: persisted.is_none_or(|p| covered > largest_id_covered(p)),
     }
 }
@@ -160,6 +186,7 @@ mod tests {
             node_bits: 10,
             sequence_bits: 12,
             node_id: 9,
+            drift_limit_ms: Some(5_000),
         }
     }
 
@@ -176,11 +203,17 @@ mod tests {
         let good = encode(&record(1_790_000_000_000));
         assert!(decode(&good[..31]).unwrap_err().contains("32 bytes"));
         let mut v = good;
-        v[0] = 2;
-        assert!(decode(&v).unwrap_err().contains("version 2"));
+        v[0] = 3;
+        assert!(decode(&v).unwrap_err().contains("version 3"));
         let mut p = good;
-        p[5] = 1;
+        p[3] = 1;
         assert!(decode(&p).unwrap_err().contains("padding"));
+        // Version 1 had padding where version 2 has the drift limit.
+        let mut v1 = good;
+        v1[0] = 1;
+        assert!(decode(&v1).unwrap_err().contains("padding"));
+        v1[4..8].copy_from_slice(&[0; 4]);
+        assert_eq!(decode(&v1).map(|r| r.drift_limit_ms), Ok(None));
         let mut l = good;
         l[1] = 40;
         assert!(decode(&l).unwrap_err().contains("layout"));
@@ -218,6 +251,7 @@ mod tests {
             ReplayPlan {
                 raise_floor_ms: Some(1_790_000_000_500 - 1_735_689_600_000),
                 remember_foreign: false,
+                forget_foreign: false,
                 persist: true,
             }
         );
@@ -268,6 +302,38 @@ mod tests {
     }
 
     #[test]
+    fn an_accepted_change_ends_the_hold_of_the_old_configuration() {
+        // A standby whose settings already have the primary's new node id
+        // (10), with the old lease (node 9) from its base backup remembered:
+        // the primary's first lease under node 10 starts above node 9's
+        // IDs, so replaying it ends the hold.
+        let local = LeaseRecord {
+            node_id: 10,
+            ..record(0)
+        };
+        let old = record(1_790_000_000_000);
+        let accepted = LeaseRecord {
+            node_id: 10,
+            ..record(1_790_000_000_700)
+        };
+        let plan = plan_replay(&local, Some(&old), Some(&old), &accepted);
+        assert!(plan.forget_foreign && plan.raise_floor_ms.is_some() && plan.persist);
+        // A record of this configuration below the remembered one does not.
+        let below = LeaseRecord {
+            node_id: 10,
+            ..record(1_789_999_999_000)
+        };
+        assert!(!plan_replay(&local, Some(&old), Some(&old), &below).forget_foreign);
+        // Redo of the accepted server's own WAL after a crash: the old
+        // configuration's records come again before the acceptance's, but
+        // the lease file already holds a lease of this configuration that
+        // covers more, so they hold nothing.
+        assert!(!plan_replay(&local, Some(&accepted), None, &old).remember_foreign);
+        // A lease file of the old configuration does not supersede them.
+        assert!(plan_replay(&local, Some(&old), None, &record(1_790_000_001_000)).remember_foreign);
+    }
+
+    #[test]
     fn an_accepted_layout_change_covers_more_than_the_old_layout() {
         // The primary accepted 41/8/14 after 41/10/12: its first lease under
         // the new layout starts above the old layout's largest ID, so it
@@ -294,6 +360,7 @@ mod tests {
             sequence_bits in 1u32..=14,
             ahead in 0i64..(1 << 40),
             node in any::<u64>(),
+            limit in any::<u32>(),
         ) {
             let layout = IdLayout::new(node_bits.into(), sequence_bits.into()).unwrap();
             let r = LeaseRecord {
@@ -302,6 +369,7 @@ mod tests {
                 node_bits,
                 sequence_bits,
                 node_id: node % (layout.max_node() + 1),
+                drift_limit_ms: Some(limit.into()),
             };
             prop_assert_eq!(decode(&encode(&r)), Ok(r));
         }

@@ -1,13 +1,31 @@
-//! `snowflake_accept_configuration()`'s work: lifting a hold once the
-//! operator accepted what changed (a configuration, a copy, an upgrade
-//! whose lease was not copied), with the generator floored above every ID
-//! that can have been issued before.
+//! Floors for successors: `snowflake_accept_configuration()`'s work,
+//! lifting a hold once the operator accepted what changed (a
+//! configuration, a copy, an upgrade whose lease was not copied), and the
+//! floor a server that ends archive recovery applies by itself (a promoted
+//! standby, the end of a point-in-time recovery): in both the generator
+//! starts above every ID that can have been issued before.
+//!
+//! A successor may not have seen its predecessor's last leases: under
+//! asynchronous replication the old primary can hand out IDs for seconds
+//! after the last lease record the standby received. What bounds them is
+//! time: the predecessor issued nothing after the takeover, and nothing
+//! further ahead of its clock than its drift limit, which every lease
+//! records ([`successor_floor_ms`]). So the successor starts that far ahead
+//! of its own clock, plus `snowflake_id.max_clock_offset` for the two
+//! clocks' difference, and is allowed to be that far ahead until its clock
+//! catches up ([`SharedState::allow_ahead`](crate::core::generator::SharedState::allow_ahead)):
+//! no call fails or waits for it. Crash recovery of a server's own WAL is
+//! no takeover and needs no jump (its lease file and WAL hold every lease it
+//! wrote); with a registry the claim's floor is the proof instead (a new
+//! holder starts above every grant of the node id).
 
 use crate::core::config::Config;
 use crate::core::generator::lease_target;
 use crate::core::instance::{
     remove_marker, write_marker, HOLD_FILE_NAME, IDENTITY_FILE_NAME, UPGRADED_FILE_NAME,
 };
+use crate::core::lease::{successor_floor_ms, LeaseRecord};
+use crate::pg::clock;
 use crate::pg::message::message_text;
 use crate::pg::settings::{self, data_dir};
 use crate::pg::state::{current_record, system_identifier, Blocked, Shared};
@@ -15,6 +33,80 @@ use pgrx::pg_sys;
 use std::sync::atomic::Ordering;
 
 impl Shared {
+    /// Applies the successor's floor once this server, started in archive
+    /// recovery without a registry, is out of recovery (see the module's
+    /// comment). Called by every backend when it first sees recovery over;
+    /// after the first, one atomic load.
+    pub fn take_over(&self, config: &Config) {
+        if !self.successor_pending.load(Ordering::Acquire) {
+            return;
+        }
+        let _guard = self.lock.exclusive();
+        if !self.successor_pending.load(Ordering::Acquire) {
+            return;
+        }
+        let (floor_ms, ahead_ms) = self.raise_to_successor_floor(config);
+        self.successor_pending.store(false, Ordering::Release);
+        pgrx::log!(
+            "snowflake_id: recovery ended and this server took over its node id: new IDs start at {} ({ahead_ms} ms ahead of the clock, for the drift limit its predecessor recorded, this server's own and snowflake_id.max_clock_offset), above every ID the predecessor can have handed out",
+            clock::timestamp_of(config, floor_ms)
+        );
+    }
+
+    /// Raises the generator to the successor's floor and allows it to be
+    /// that far ahead of the clock; returns the floor (ms since the epoch)
+    /// and how far ahead of the clock it lies. The caller holds the lock.
+    ///
+    /// The predecessor issued under the configuration of the lease this
+    /// server remembers from another configuration, if any (a change
+    /// accepted now), else under this server's: its IDs end at the
+    /// successor's bound ([`successor_floor_ms`]) in its own epoch and
+    /// layout, and the floor lies above the largest of them as a number,
+    /// which is how IDs of any layout sort.
+    fn raise_to_successor_floor(&self, config: &Config) -> (u64, u64) {
+        let layout = &config.layout;
+        let (persisted, recorded) = {
+            // SAFETY: the caller holds self.lock exclusively; the fields are
+            // copied out at once.
+            let guarded = unsafe { self.guarded_ref() };
+            (guarded.persisted, guarded.recorded)
+        };
+        let predecessor_limit = [persisted, recorded]
+            .iter()
+            .flatten()
+            .filter_map(|r| r.drift_limit_ms)
+            .max();
+        let now = clock::now_ms(config);
+        let bound_ms = successor_floor_ms(
+            now,
+            predecessor_limit,
+            settings::max_clock_drift_ms(),
+            settings::max_clock_offset_ms(),
+        );
+        let floor_ms = match recorded {
+            // The last ID the predecessor can have issued is one millisecond
+            // before the bound, in its configuration.
+            Some(old) => LeaseRecord {
+                lease_until_unix_ms: config
+                    .epoch_unix_ms
+                    .saturating_add(bound_ms.saturating_sub(1).min(i64::MAX as u64) as i64),
+                ..old
+            }
+            .floor_for(layout)
+            .map_or(layout.max_time_ms(), |f| f.first_time_ms),
+            None => bound_ms,
+        }
+        .min(layout.max_time_ms());
+        self.generator
+            .pair
+            .fetch_max(layout.pair(floor_ms, 0).saturating_sub(1), Ordering::AcqRel);
+        let ahead_ms = (self.generator.last_time_ms(layout) as i64 - now).max(0) as u64;
+        self.generator.allow_ahead(ahead_ms);
+        self.successor_floor_ms.store(floor_ms, Ordering::Release);
+        self.successor_ahead_ms.store(ahead_ms, Ordering::Release);
+        (floor_ms, ahead_ms)
+    }
+
     /// Accepts a configuration change: raises the generator above every ID
     /// the old configuration can have issued, writes a lease under the new
     /// configuration and lifts the block. Returns what was accepted, or why
@@ -84,12 +176,17 @@ impl Shared {
             }
             (_, None) => {}
         }
-        if matches!(blocked, Blocked::LeaseMissingAfterUpgrade | Blocked::Copied) {
-            // The old cluster's IDs, or those the original issued after the
-            // copy was taken, are unknown here; none is later than the clock
-            // plus the drift limit.
-            let ms = (now_ms.max(0) as u64 + max_drift_ms + 1).min(layout.max_time_ms());
-            floor_ms = Some(floor_ms.map_or(ms, |f| f.max(ms)));
+        if self.successor_pending.load(Ordering::Acquire)
+            || matches!(blocked, Blocked::LeaseMissingAfterUpgrade | Blocked::Copied)
+        {
+            // The old cluster's IDs, those the original issued after the
+            // copy was taken, or those a primary handed out after the last
+            // lease this promoted server replayed, are unknown here; none
+            // is later than the clock plus the predecessor's drift limit
+            // (or this server's, if larger) and the clocks' difference: the
+            // successor's floor.
+            let (successor_ms, _) = self.raise_to_successor_floor(config);
+            floor_ms = Some(floor_ms.map_or(successor_ms, |f| f.max(successor_ms)));
         }
         if blocked == Blocked::LeaseMissingAfterUpgrade {
             accepted.push("the upgraded cluster's lease file is missing; new IDs start snowflake_id.max_clock_drift ahead of the clock".into());
@@ -107,7 +204,13 @@ impl Shared {
                 layout.pair(first_time_ms, 0).saturating_sub(1),
                 Ordering::AcqRel,
             );
+            // Within what acceptance allows ahead of the clock (above): no
+            // call fails or waits until the clock catches up.
+            self.generator
+                .allow_ahead(first_time_ms.saturating_sub(now_ms.max(0) as u64));
         }
+        // The floor of this acceptance covers the takeover's too.
+        self.successor_pending.store(false, Ordering::Release);
         self.generator.lease_until_ms.store(0, Ordering::SeqCst);
         let needed = floor_ms.unwrap_or_else(|| self.generator.last_time_ms(layout));
         let (target, _) = self

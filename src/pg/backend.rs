@@ -151,6 +151,12 @@ fn in_recovery() -> bool {
     // backend is attached to.
     let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
     if !in_recovery {
+        // Before any ID of this backend: a server that ended archive
+        // recovery starts above its predecessor's IDs (the first backend
+        // out of recovery applies the floor, the others find it applied).
+        if let (Some(config), Some(shared)) = (settings::config(), state::shared()) {
+            shared.take_over(config);
+        }
         RECOVERY_ENDED.store(true, Ordering::Relaxed);
     }
     in_recovery

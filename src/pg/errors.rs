@@ -449,7 +449,7 @@ impl Error {
             E::ReplayFailed(message) => report(
                 Code::ERRCODE_DATA_CORRUPTED,
                 message,
-                "IDs the old primary issued may be unknown to this server (the server log has the WARNING from recovery). Repair what failed (the data directory must be writable; every server replaying this WAL must preload a snowflake_id release that reads the primary's lease records: upgrade standbys before their primary, docs/upgrading.md) and restart this server: it is then held (snowflake_id.hold) until a superuser runs SELECT snowflake_accept_configuration(), which starts new IDs snowflake_id.max_clock_drift ahead of the clock.",
+                "IDs the old primary issued may be unknown to this server (the server log has the WARNING from recovery). Repair what failed (the data directory must be writable; every server replaying this WAL must preload a snowflake_id release that reads the primary's lease records: upgrade standbys before their primary, docs/upgrading.md) and restart this server: it is then held (snowflake_id.hold) until a superuser runs SELECT snowflake_accept_configuration(), which starts new IDs above everything the old primary can have issued (its recorded snowflake_id.max_clock_drift, or this server's if larger, plus snowflake_id.max_clock_offset, ahead of the clock).",
             ),
 
             // Raised without the generator at hand: no time to name.

@@ -230,6 +230,17 @@ impl Shared {
             "snowflake_id: a lease write without the generator's lock"
         );
         let mut record = current_record(config, target_ms);
+        // How far ahead of this server's clock its IDs may run under this
+        // lease: what a successor that never sees a later lease must assume
+        // (crate::pg::accept). The setting, an allowance in force, or the
+        // drift IDs already have, whichever is largest.
+        let drift_now =
+            self.generator.last_time_ms(&config.layout) as i64 - crate::pg::clock::now_ms(config);
+        record.drift_limit_ms = Some(
+            self.generator
+                .drift_in_force_ms(settings::drift_policy(), drift_now)
+                .max(drift_now.max(0) as u64),
+        );
         // Never below what the file already holds under this configuration:
         // with lease_sync just switched, the worker may have written a
         // larger lease that is not raised in memory yet.

@@ -35,6 +35,17 @@ impl Shared {
             let floor = layout.pair(ms.min(layout.max_time_ms()), layout.max_sequence());
             self.generator.pair.fetch_max(floor, Ordering::AcqRel);
         }
+        if plan.forget_foreign {
+            guarded.recorded = None;
+            // Only the hold for the other configuration ends: a copy, an
+            // unusable lease file or a failed replay stays held.
+            let _ = self.blocked.compare_exchange(
+                Blocked::ConfigurationChanged as u32,
+                Blocked::No as u32,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
         if plan.remember_foreign {
             guarded.recorded = Some(*record);
             // A stronger block (an unusable lease file) stays.

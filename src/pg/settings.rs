@@ -5,23 +5,17 @@
 //! issue IDs under another node id (`SET snowflake_id.node_id` is refused by
 //! PostgreSQL itself). They are declared with wide ranges and validated
 //! together by [`crate::core::config::Config::validate`], see there for why.
-//! `snowflake_id.max_clock_drift` and `snowflake_id.lease_sync` are
-//! reloadable.
+//! `max_clock_drift`, `max_clock_offset` and `lease_sync` are reloadable.
 //!
 //! A mistyped setting must not start a server on defaults: PostgreSQL only
-//! logs a WARNING for a value it cannot parse (`sequence_bits = '14 bits'`)
-//! and keeps the default, and says nothing at all of an unknown name under
-//! the prefix (`snowflake_id.sequencebits`); a node on another layout than
-//! its fleet issues IDs equal to its neighbours'. So [`define`] notes every
-//! `snowflake_id.*` value the server was given before it defines the
-//! settings, stops the server on a value that was not taken or a name that
-//! is not a setting ([`check_given`]), and reserves the prefix, so that
-//! sessions and reloads get PostgreSQL's own error for unknown names.
-//!
-//! The validated [`Config`] is the one copy of the start-up settings: set
-//! once in the postmaster by [`validate_or_stop`], inherited by every
-//! backend through fork, and read by shared memory, the lease worker and
-//! the SQL functions through [`config`].
+//! warns of a value it cannot parse (`sequence_bits = '14 bits'`), and says
+//! nothing of an unknown name (`snowflake_id.sequencebits`); a node on
+//! another layout than its fleet issues its neighbours' IDs. So [`define`]
+//! notes the `snowflake_id.*` values given before it defines the settings,
+//! stops the server on one not taken or not a setting ([`check_given`]),
+//! and reserves the prefix. The validated [`Config`], the one copy of the
+//! start-up settings, is set once in the postmaster ([`validate_or_stop`])
+//! and inherited by every process through fork ([`config`]).
 
 use crate::core::config::{Config, Settings};
 use crate::core::generator::DriftPolicy;
@@ -43,6 +37,8 @@ static EPOCH: GucSetting<Option<CString>> =
 static NODE_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
 static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
 static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_DRIFT_MS);
+pub const DEFAULT_MAX_CLOCK_OFFSET_MS: i32 = 1_000;
+static MAX_CLOCK_OFFSET: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_OFFSET_MS);
 static LEASE_SYNC: GucSetting<bool> = GucSetting::<bool>::new(false);
 static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static REGISTRY_FLEET: GucSetting<Option<CString>> =
@@ -58,7 +54,7 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 /// The prefix of every setting.
 const PREFIX: &str = "snowflake_id";
 /// The settings' names, for the message about an unknown one.
-const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift, lease_sync, registry, registry_fleet, registry_grant and public_id_keys";
+const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift, max_clock_offset, lease_sync, registry, registry_fleet, registry_grant and public_id_keys";
 
 /// Defines the settings, then stops the server on any `snowflake_id.*`
 /// value it was given that is not taken, and reserves the prefix.
@@ -230,6 +226,7 @@ fn expects(name: &str) -> &'static str {
         "snowflake_id.node_bits" => "an integer from 0 to 27 (node_bits + sequence_bits at most 28)",
         "snowflake_id.sequence_bits" => "an integer from 1 to 28 (node_bits + sequence_bits at most 28)",
         "snowflake_id.max_clock_drift" => "a duration from 0, such as '5s' or '500ms' (milliseconds without a unit)",
+        "snowflake_id.max_clock_offset" => "a duration from 0 to 1h, such as '1s' (milliseconds without a unit)",
         "snowflake_id.lease_sync" => "a boolean: on or off",
         "snowflake_id.registry_grant" => "a duration from 1s to 1h, such as '30s' (milliseconds without a unit)",
         _ => "a string",
@@ -282,6 +279,16 @@ fn define_settings() {
         &MAX_CLOCK_DRIFT,
         0,
         i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_clock_offset",
+        c"The largest difference between this server's clock and that of a server it takes over from.",
+        c"A successor (a promoted standby, the end of a point-in-time recovery, an accepted copy or upgrade) starts its IDs this much further ahead of its clock than its predecessor's drift limit, so that none is below an ID the predecessor handed out in its last moments.",
+        &MAX_CLOCK_OFFSET,
+        0,
+        3_600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
@@ -384,6 +391,11 @@ pub fn max_clock_drift_ms() -> u64 {
     unsafe { *MAX_CLOCK_DRIFT.as_ptr() }.max(0) as u64
 }
 
+/// `snowflake_id.max_clock_offset`, as this process last read it.
+pub fn max_clock_offset_ms() -> u64 {
+    MAX_CLOCK_OFFSET.get().max(0) as u64
+}
+
 /// `snowflake_id.lease_sync`, as this process last read it.
 pub fn lease_sync() -> bool {
     // SAFETY: the pointer is to a static that PostgreSQL updates in place,
@@ -464,6 +476,7 @@ mod tests {
             "2025-01-01 00:00:00+00"
         );
         assert_eq!(one::<String>("SHOW snowflake_id.max_clock_drift"), "5s");
+        assert_eq!(one::<String>("SHOW snowflake_id.max_clock_offset"), "1s");
     }
 }
 

@@ -28,6 +28,16 @@ use std::sync::atomic::Ordering;
 pub(super) fn resume_from_lease(shared: &mut Shared, config: &Config) {
     let layout = config.layout;
     let dir = data_dir();
+    // Archive recovery (a standby, a point-in-time restore): once it ends,
+    // this server takes over a node id from a predecessor whose last leases
+    // it may not have replayed (crate::pg::accept). Crash recovery of this
+    // server's own WAL is not a takeover; with a registry the claim's floor
+    // keeps the successor above its predecessor instead.
+    shared.successor_pending.store(
+        !settings::registry_enabled()
+            && (dir.join("standby.signal").exists() || dir.join("recovery.signal").exists()),
+        Ordering::SeqCst,
+    );
     let stored = match read_lease(&dir) {
         Ok(stored) => stored,
         Err(e) => {
@@ -88,6 +98,13 @@ pub(super) fn resume_from_lease(shared: &mut Shared, config: &Config) {
                 shared
                     .generator
                     .resume_after_lease(&layout, Some(record.lease_until_ms()));
+                // IDs before the restart may have run further ahead than
+                // the drift limit allows now (a larger limit then, or a
+                // successor's floor): resuming after them is no clock
+                // stepped back.
+                shared
+                    .generator
+                    .allow_ahead(record.drift_limit_ms.unwrap_or(0));
             } else {
                 // Nothing is issued until the change is accepted.
                 shared.generator.resume_after_lease(&layout, None);

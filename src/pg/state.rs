@@ -25,7 +25,7 @@ use crate::pg::message::message_text;
 use crate::pg::settings;
 use pgrx::pg_sys;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 pub(super) const MESSAGE_LEN: usize = 1024;
 
@@ -126,6 +126,17 @@ pub struct Shared {
     /// list) through a pointer made from `&Shared`, which only interior
     /// mutability allows; no Rust code reads or writes it directly.
     pub(super) lease_raised: UnsafeCell<pg_sys::ConditionVariable>,
+    /// This server started in archive recovery (`standby.signal` or
+    /// `recovery.signal`) without a registry: once recovery ends it takes
+    /// over its predecessor's node id, and the first process to see it
+    /// out of recovery applies the successor's floor
+    /// ([`Shared::take_over`](crate::pg::accept)).
+    pub(super) successor_pending: AtomicBool,
+    /// The successor's floor last applied (ms since the epoch; 0: none since
+    /// the server started) and how far ahead of the clock it put the IDs,
+    /// for `snowflake_stats()`.
+    pub(super) successor_floor_ms: AtomicU64,
+    pub(super) successor_ahead_ms: AtomicU64,
 }
 
 // Process-local, like all of a PostgreSQL process's globals: a server
@@ -155,7 +166,17 @@ impl Shared {
             lease_written_unix_ms: AtomicI64::new(0),
             worker_latch: AtomicPtr::new(std::ptr::null_mut()),
             lease_raised: UnsafeCell::new(pg_sys::ConditionVariable::default()),
+            successor_pending: AtomicBool::new(false),
+            successor_floor_ms: AtomicU64::new(0),
+            successor_ahead_ms: AtomicU64::new(0),
         }
+    }
+
+    /// The successor's floor applied since the server started (ms since
+    /// the epoch) and how far ahead of the clock it put the IDs (ms).
+    pub fn successor_floor(&self) -> Option<(u64, u64)> {
+        let floor = self.successor_floor_ms.load(Ordering::Acquire);
+        (floor > 0).then(|| (floor, self.successor_ahead_ms.load(Ordering::Acquire)))
     }
 
     /// Whether issuing is not held ([`Blocked::No`]): one load, for the hot
@@ -272,6 +293,7 @@ pub fn current_record(config: &Config, lease_until_ms: u64) -> LeaseRecord {
         node_bits: config.layout.node_bits(),
         sequence_bits: config.layout.sequence_bits(),
         node_id: config.node_id.unwrap_or(UNSET_NODE_ID),
+        drift_limit_ms: None,
     }
 }
 

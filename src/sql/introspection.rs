@@ -37,8 +37,8 @@ struct Stats {
     lease_writes: i64,
 }
 
-/// The columns 0.3.0 added: the lease's health, what holds issuing, and
-/// the registry's claim.
+/// The columns 0.3.0 added: the lease's health, what holds issuing, the
+/// registry's claim, and the floor of a successor.
 struct Added {
     lease_written_at: Option<TimestampWithTimeZone>,
     lease_waiting: bool,
@@ -51,6 +51,8 @@ struct Added {
     registry_worker_restarts: Option<i64>,
     registry_resumes: Option<i64>,
     registry_connection: Option<String>,
+    successor_floor: Option<TimestampWithTimeZone>,
+    successor_ahead_ms: Option<i64>,
 }
 
 /// The row of a 0.2.0 catalog.
@@ -106,6 +108,8 @@ type RowV0_3 = (
     Option<i64>,
     Option<i64>,
     Option<String>,
+    Option<TimestampWithTimeZone>,
+    Option<i64>,
 );
 
 impl Stats {
@@ -200,6 +204,8 @@ impl Stats {
             added.registry_worker_restarts,
             added.registry_resumes,
             added.registry_connection,
+            added.successor_floor,
+            added.successor_ahead_ms,
         )
     }
 }
@@ -239,6 +245,10 @@ impl Added {
                 .as_ref()
                 .and_then(|c| c.connection)
                 .map(|t| t.label().to_string()),
+            successor_floor: shared
+                .successor_floor()
+                .map(|(floor, _)| timestamp_of(config, floor)),
+            successor_ahead_ms: shared.successor_floor().map(|(_, ahead)| ahead as i64),
         }
     }
 }
@@ -283,6 +293,8 @@ fn snowflake_stats_0_3() -> TableIterator<
         name!(registry_worker_restarts, Option<i64>),
         name!(registry_resumes, Option<i64>),
         name!(registry_connection, Option<String>),
+        name!(successor_floor, Option<TimestampWithTimeZone>),
+        name!(successor_ahead_ms, Option<i64>),
     ),
 > {
     let (config, shared) = ready();
@@ -342,6 +354,7 @@ mod tests {
                 AND registry_state IS NULL AND grant_until IS NULL AND registry_message IS NULL
                 AND registry_worker_restarts IS NULL AND registry_resumes IS NULL
                 AND registry_connection IS NULL
+                AND successor_floor IS NULL AND successor_ahead_ms IS NULL
              FROM snowflake_stats()"
         )));
         let last: i64 = one("SELECT last_id FROM snowflake_stats()");

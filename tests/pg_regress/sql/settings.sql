@@ -5,6 +5,8 @@ SET snowflake_id.sequencebits = 14;
 SHOW snowflake_id.sequencebits;
 -- The known ones are there, and read-only in a session where they must be.
 SELECT name, context FROM pg_settings WHERE name LIKE 'snowflake_id.%' ORDER BY name;
+-- The successor's allowance for two clocks' difference: 1 s, at most 1 h.
+SELECT setting, unit, min_val, max_val FROM pg_settings WHERE name = 'snowflake_id.max_clock_offset';
 -- snowflake_next_batch_array returns bigint[], built in PostgreSQL's memory.
 SELECT pg_typeof(snowflake_next_batch_array(3)) AS type,
        cardinality(snowflake_next_batch_array(3)) AS n,

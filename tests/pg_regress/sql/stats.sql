@@ -17,6 +17,8 @@ SELECT s.lease_written_at <= clock_timestamp() AS lease_written_before_now,
        s.lease_waiting, s.lease_failures, s.issuing_held, s.held_message,
        s.registry_state, s.grant_until, s.registry_message
 FROM snowflake_stats() s;
+-- no takeover: a server that started from its own lease
+SELECT successor_floor, successor_ahead_ms FROM snowflake_stats();
 
 -- the settings, and that the node id cannot be changed by a session
 SHOW snowflake_id.node_id;

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Every successor starts above everything its predecessor could have handed
+# out, without a registry, and does not stop when nothing is wrong
+# (docs/operations.md, "Successors"). Each case fails on the code before
+# the successor's floor (0.3.0 before it):
+#   - asynchronous failover: the standby stops hearing its primary (the
+#     walsender frozen with SIGSTOP), the primary hands a client a maximal
+#     batch (up to max_clock_drift ahead of its clock) that never reaches a
+#     row or the standby, is killed, and the standby is promoted at once.
+#     No ID the promoted server issues lies in the client's range (every
+#     pair of it is the client's), its first insert succeeds at once (well
+#     within a second), and snowflake_stats() and the log say how far ahead
+#     the floor put the IDs. In the default layout and with one sequence bit;
+#   - a standby with a smaller max_clock_drift (5 s) than its primary (60 s)
+#     that was 39 s ahead: promoted, it issues at once (it refused every ID
+#     for 34 s);
+#   - an accepted copy of an original that ran a larger max_clock_drift
+#     (60 s, 40 s ahead after the copy was taken) than the copy (5 s): its
+#     IDs start above every ID the original handed out;
+#   - a standby given the same node id change as its primary (9 to 10,
+#     accepted there) issues after promotion without an acceptance of its
+#     own, and a promoted server that accepted a change stays accepted
+#     after a crash before its first checkpoint.
+#
+# Run from the repository root, with the extension installed (one case:
+# name it, e.g. `successors.sh copy`):
+#   flock /tmp/snowflake_id.pg.lock bash tests/integration/successors.sh
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=lib_failover.sh
+. "$(dirname "$0")/lib_failover.sh"
+
+require_installed_extension
+
+# client_batch NAME COUNT: a client takes COUNT IDs and keeps them (no row):
+# prints the smallest and the largest. A batch is consecutive pairs, so
+# every ID of its node between the two is the client's.
+client_batch() {
+  sql_value "$1" "SELECT a[1] || ' ' || a[cardinality(a)] FROM (SELECT snowflake_next_batch_array($2) a) b"
+}
+
+# first_insert NAME LABEL: the first insert after the takeover succeeds at
+# once: prints its ID; fails when it errs or the statement took 1 s or more.
+first_insert() {
+  local out id ms
+  out=$(psql_on "$1" -At -F ' ' -c "INSERT INTO t (src) VALUES ('first') RETURNING id, round(extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::int" 2>&1) ||
+    fail "$2: the first insert after the takeover failed: $out"
+  read -r id ms <<<"$out"
+  [ "$ms" -lt 1000 ] || fail "$2: the first insert took $ms ms"
+  echo "$id"
+}
+
+# check_outside NAME LABEL LOW HIGH NODE: the server NAME, taken over,
+# issues IDs above HIGH (8 clients inserting for 3 s, and 1000 more), none
+# in LOW..HIGH, every one of node NODE.
+check_outside() {
+  local name=$1 label=$2 low=$3 high=$4 node=$5 out rc=0
+  printf "INSERT INTO t (src) VALUES ('after');\n" > "$SF_WORK/$name.sql"
+  out=$(pgbench -n -h 127.0.0.1 -p "$(cluster_port "$name")" -U postgres -c 8 -j 2 -T 3 \
+    -f "$SF_WORK/$name.sql" postgres 2>&1) || rc=$?
+  [ "$rc" = 0 ] || { printf '%s\n' "$out" | tail -5; fail "$label: pgbench failed"; }
+  psql_on "$name" -c "INSERT INTO t (src) SELECT 'after' FROM generate_series(1, 1000)"
+  local counts; counts=$(sql_value "$name" "SELECT count(*) || ' ' || count(*) FILTER (WHERE id BETWEEN $low AND $high) || ' ' || count(*) FILTER (WHERE id <= $high OR snowflake_node(id) <> $node) FROM t WHERE src IN ('first', 'after')")
+  local total inside below; read -r total inside below <<<"$counts"
+  [ "$inside" = 0 ] || fail "$label: $inside of $total new IDs were handed to the client before the takeover"
+  [ "$below" = 0 ] || fail "$label: $below of $total new IDs are not above $high or not of node $node"
+  pass "$label: $total new IDs, none of the client's, all above $high"
+}
+
+# check_reported NAME LABEL: snowflake_stats() and the log name the floor.
+check_reported() {
+  local ahead
+  ahead=$(sql_value "$1" "SELECT successor_ahead_ms FROM snowflake_stats() WHERE successor_floor IS NOT NULL")
+  [ -n "$ahead" ] || fail "$2: snowflake_stats() shows no successor floor"
+  log_has "$1" "took over its node id: new IDs start at .* \(${ahead} ms ahead of the clock" ||
+    fail "$2: the log does not say where the successor's floor put the IDs"
+  pass "$2: snowflake_stats() and the log say the floor put IDs $ahead ms ahead of the clock"
+}
+
+# async_case NAME SEQUENCE_BITS: asynchronous failover with IDs a client
+# kept and the standby never saw.
+async_case() {
+  local name=$1 bits=$2 p="$1-p" s="$1-s" walsender range low high first t0 t1
+  cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = $bits"
+  cluster_start "$p" || fail "$name: the primary did not start"
+  psql_on "$p" -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
+    -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
+  cluster_basebackup "$s" "$(free_port)" "$p"
+  cluster_start "$s" || fail "$name: the standby did not start"
+  wait_for_replay "$s" "$p"
+  # The standby stops hearing the primary.
+  walsender=$(sql_value "$p" "SELECT pid FROM pg_stat_replication")
+  [ -n "$walsender" ] || fail "$name: no walsender"
+  kill -STOP "$walsender"
+  range=$(client_batch "$p" "$(max_batch "$bits" 5000)")
+  read -r low high <<<"$range"
+  echo "$name: the client holds $low .. $high, $(ahead_ms "$p" "$high") ms ahead of the primary's clock"
+  cluster_kill9 "$p"
+  t0=$(now_ms)
+  promote "$s"
+  first=$(first_insert "$s" "$name")
+  t1=$(now_ms)
+  echo "$name: first insert $first, $((t1 - t0)) ms after the promotion began"
+  [ "$first" -gt "$high" ] || fail "$name: the first new ID $first is not above the client's $high"
+  check_outside "$s" "$name (asynchronous, sequence_bits $bits)" "$low" "$high" 9
+  check_reported "$s" "$name"
+}
+
+# A standby with a smaller drift limit than its primary, 39 s ahead.
+smaller_drift_case() {
+local range low old_max first
+cluster_init small-p "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 6" \
+  "snowflake_id.max_clock_drift = '60s'"
+cluster_start small-p || fail "small: the primary did not start"
+psql_on small-p -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE"
+cluster_basebackup small-s "$(free_port)" small-p
+cluster_conf small-s "snowflake_id.max_clock_drift = '5s'"
+cluster_start small-s || fail "small: the standby did not start"
+range=$(client_batch small-p $((39 * 64000)))
+read -r low old_max <<<"$range"
+echo "small: the client holds $low .. $old_max, $(ahead_ms small-p "$old_max") ms ahead of the clock"
+wait_for_replay small-s small-p
+cluster_kill9 small-p
+promote small-s
+first=$(first_insert small-s "small")
+[ "$first" -gt "$old_max" ] || fail "small: the first new ID $first is not above $old_max"
+check_outside small-s "a standby with max_clock_drift 5s promoted 39 s ahead of its 60s primary" "$low" "$old_max" 9
+}
+
+# An accepted copy of an original with a larger drift limit.
+copy_case() {
+local range low high first
+cluster_init orig "$(free_port)" "snowflake_id.node_id = 4" "snowflake_id.sequence_bits = 6" \
+  "snowflake_id.max_clock_drift = '60s'"
+cluster_start orig || fail "copy: the original did not start"
+psql_on orig -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
+  -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
+cluster_basebackup copy "$(free_port)" orig
+rm -f "$(cluster_dir copy)/standby.signal"
+cluster_conf copy "snowflake_id.max_clock_drift = '5s'"
+range=$(client_batch orig $((40 * 64000)))
+read -r low high <<<"$range"
+echo "copy: after the copy was taken the original handed out $low .. $high, $(ahead_ms orig "$high") ms ahead of its clock"
+cluster_kill9 orig
+cluster_start copy || fail "copy: the copy did not start"
+[ "$(sql_value copy "SELECT issuing_held FROM snowflake_stats()")" = copied ] || fail "copy: the copy is not held"
+psql_on copy -c "SELECT snowflake_accept_configuration()" >/dev/null
+first=$(first_insert copy "copy")
+[ "$first" -gt "$high" ] || fail "copy: the first new ID $first is not above the original's $high"
+check_outside copy "an accepted copy (5s) of an original 40 s ahead under 60s" "$low" "$high" 4
+}
+
+# The same node id change on a primary and its standby.
+same_change_case() {
+local c old_max first
+cluster_init ch-p "$(free_port)" "snowflake_id.node_id = 9"
+cluster_start ch-p || fail "change: the primary did not start"
+psql_on ch-p -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
+  -c "INSERT INTO t (src) SELECT 'node 9' FROM generate_series(1, 100)"
+cluster_basebackup ch-s "$(free_port)" ch-p
+cluster_start ch-s || fail "change: the standby did not start"
+wait_for_replay ch-s ch-p
+for c in ch-s ch-p; do
+  cluster_conf "$c" "snowflake_id.node_id = 10"
+  cluster_stop "$c"
+  cluster_start "$c" || fail "change: $c did not restart"
+done
+psql_on ch-p -c "SELECT snowflake_accept_configuration()" >/dev/null \
+  -c "INSERT INTO t (src) SELECT 'node 10' FROM generate_series(1, 100)"
+old_max=$(sql_value ch-p "SELECT max(id) FROM t")
+wait_for_replay ch-s ch-p
+cluster_kill9 ch-p
+promote ch-s
+first=$(first_insert ch-s "change")
+[ "$first" -gt "$old_max" ] || fail "change: the first new ID $first is not above $old_max"
+[ "$(sql_value ch-s "SELECT snowflake_node($first)")" = 10 ] || fail "change: the promoted standby does not issue under node 10"
+pass "a standby given its primary's accepted node id change (9 to 10) issues after promotion: $first"
+}
+
+# A promoted server that accepted a change, crashed before a checkpoint.
+accepted_crash_case() {
+local old_max first
+cluster_init acc-p "$(free_port)" "snowflake_id.node_id = 9"
+cluster_start acc-p || fail "accepted: the primary did not start"
+psql_on acc-p -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE"
+cluster_basebackup acc-s "$(free_port)" acc-p
+cluster_conf acc-s "snowflake_id.node_id = 11" "checkpoint_timeout = '1h'"
+cluster_start acc-s || fail "accepted: the standby did not start"
+# (Many pages for the standby to write: its checkpoint after the promotion
+# is spread over checkpoint_timeout, and is still running at the crash.)
+psql_on acc-p -c "INSERT INTO t (src) SELECT 'node 9' FROM generate_series(1, 200000)"
+old_max=$(sql_value acc-p "SELECT max(id) FROM t")
+wait_for_replay acc-s acc-p
+cluster_kill9 acc-p
+promote acc-s
+sql_error acc-s "SELECT snowflake_next()" >/dev/null || fail "accepted: the standby with another node id was not held"
+psql_on acc-s -c "SELECT snowflake_accept_configuration()" >/dev/null \
+  -c "INSERT INTO t (src) SELECT 'node 11' FROM generate_series(1, 100)"
+cluster_kill9 acc-s
+cluster_start acc-s || fail "accepted: the promoted server did not restart"
+first=$(first_insert acc-s "accepted, crashed")
+[ "$first" -gt "$old_max" ] && [ "$(sql_value acc-s "SELECT snowflake_node($first)")" = 11 ] ||
+  fail "accepted: after the crash the first new ID $first is not above $old_max under node 11"
+pass "a promoted server that accepted node 11 issues after a crash before its first checkpoint: $first"
+}
+
+# The cases, all or those named: successors.sh [async12 async1 smaller_drift
+# copy same_change accepted_crash].
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 smaller_drift copy same_change accepted_crash)
+for c in "${cases[@]}"; do
+  case $c in
+    async12) async_case async12 12 ;;
+    async1) async_case async1 1 ;;
+    smaller_drift|copy|same_change|accepted_crash) "${c}_case" ;;
+    *) fail "unknown case '$c'" ;;
+  esac
+done
