@@ -15,7 +15,11 @@
 #     every old one, under the same node id;
 #   - a held copy (a hold file), upgraded with its lease file copied, stays
 #     held: a held server marks its lease file (system identifier 0), and
-#     the hold travels with it.
+#     the hold travels with it;
+#   - a server with its node id from a registry: pg_upgrade's own starts
+#     write no lease (no worker runs in binary-upgrade mode), so the
+#     upgraded server is held until the lease is copied, then issues above
+#     the old cluster's largest ID.
 #
 #   PG_BIN=<old bin> NEW_PG_BIN=<new bin> bash tests/upgrade/pg_upgrade.sh
 #
@@ -173,3 +177,37 @@ psql_on heldnew -c "SELECT snowflake_accept_configuration()" >/dev/null
 psql_on heldnew -c "INSERT INTO t SELECT FROM generate_series(1, 100)"
 [ "$(sql_value heldnew "SELECT count(*) = count(DISTINCT id) AND count(*) = 200 FROM t")" = t ] || fail "IDs twice after accepting the upgraded copy"
 pass "accepted, the upgraded copy issues IDs, none twice"
+
+# --- with node ids from a registry: pg_upgrade's own starts of the two
+# clusters run no worker, so they claim nothing and write no lease. (They
+# did: the new cluster's lease, stamped with its own identifier, was
+# adopted at its first start, which issued IDs below the old cluster's
+# last one, under another node id.)
+# shellcheck source-path=SCRIPTDIR source=../integration/lib_registry.sh
+. "$(dirname "$0")/../integration/lib_registry.sh"
+node_init regold
+cluster_start regold || fail "the registry's fleet server did not start"
+make_table regold
+wait_issuing regold 20
+# IDs up to the drift limit ahead of the clock, as a burst leaves them.
+reg_max=$(sql_value regold "SELECT a[cardinality(a)] FROM (SELECT snowflake_next_batch_array(20000000) a) b")
+reg_node=$(node_of regold)
+echo "registry fleet server: node id $reg_node, largest ID $reg_max"
+cluster_stop regold
+PG_BIN=$NEW_PG_BIN SF_INITDB_OPTS=$new_opts node_init regnew
+upgrade regold regnew
+[ -f "$(cluster_dir regnew)/snowflake_id.lease" ] &&
+  fail "with a registry, a lease was written while pg_upgrade ran (its starts ran the workers)"
+pass "with a registry, pg_upgrade's starts wrote no lease into the new cluster"
+cluster_start regnew || fail "the upgraded fleet server did not start"
+out=$(sql_error regnew "SELECT snowflake_next()") || fail "the upgraded fleet server issued an ID without the old lease"
+[ "$(sqlstate_of "$out")" = 55000 ] && [ "$(sql_value regnew "SELECT issuing_held FROM snowflake_stats()")" = lease_missing_after_upgrade ] ||
+  { printf '%s\n' "$out"; fail "with a registry and without the lease: not held as lease_missing_after_upgrade"; }
+cluster_stop regnew
+as_pg cp -p "$(cluster_dir regold)/snowflake_id.lease" "$(cluster_dir regnew)/snowflake_id.lease"
+cluster_start regnew || fail "the upgraded fleet server did not start with the lease"
+wait_issuing regnew 20
+# (The row wait_issuing just inserted is the largest, if it is above them.)
+reg_first=$(sql_value regnew "SELECT max(id) FROM t")
+[ "$reg_first" -gt "$reg_max" ] || fail "the upgraded fleet server issued $reg_first, not above the old largest ID $reg_max"
+pass "with a registry: held without the lease; with it, IDs above the old cluster's largest ($reg_first > $reg_max)"
