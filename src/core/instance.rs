@@ -62,6 +62,13 @@ pub const UPGRADED_FILE_NAME: &str = "snowflake_id.upgraded";
 /// first started in this data directory (written at the first start, and
 /// again when a copy is accepted).
 pub const IDENTITY_FILE_NAME: &str = "snowflake_id.system";
+/// The file that says this server is a successor whose floor is not yet
+/// durable: written at a start in archive recovery (a standby, a
+/// point-in-time restore), removed once a lease at or above the
+/// successor's floor is written. A crash between the promotion and that
+/// lease would otherwise restart as a primary from the predecessor's
+/// replayed lease alone, without the floor.
+pub const SUCCESSOR_FILE_NAME: &str = "snowflake_id.successor";
 /// What a held server writes in its lease file in place of its system
 /// identifier (PostgreSQL's are never 0): a server that finds it is held
 /// too, for the lease file was copied from a held server.

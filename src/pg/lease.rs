@@ -15,6 +15,7 @@
 
 use crate::core::config::Config;
 use crate::core::generator::{lease_target, GenerateError, LEASE_WINDOW_MS};
+use crate::core::instance::{remove_marker, SUCCESSOR_FILE_NAME};
 use crate::core::lease::write_lease;
 use crate::pg::lwlock::LockGuard;
 use crate::pg::settings::{self, data_dir};
@@ -261,6 +262,7 @@ impl Shared {
         // reference lives for this one assignment.
         unsafe { self.guarded() }.persisted = Some(record);
         let end = wal::log_lease(&record);
+        self.successor_floor_durable(record.lease_until_ms());
         self.generator
             .counters
             .lease_writes
@@ -268,6 +270,26 @@ impl Shared {
         self.lease_written_unix_ms
             .store(crate::pg::clock::unix_now_ms(), Ordering::Relaxed);
         Ok((record.lease_until_ms(), end))
+    }
+
+    /// A lease up to `lease_ms` is durable (file and WAL): once it covers
+    /// the successor's floor, a crash no longer needs the successor's file
+    /// to restart above the predecessor. The caller holds the lock.
+    fn successor_floor_durable(&self, lease_ms: u64) {
+        let floor = self.successor_floor_ms.load(Ordering::Acquire);
+        if !self.successor_marker.load(Ordering::Acquire)
+            || self.successor_pending.load(Ordering::Acquire)
+            || floor == 0
+            || lease_ms < floor
+        {
+            return;
+        }
+        match remove_marker(&data_dir(), SUCCESSOR_FILE_NAME) {
+            Ok(()) => self.successor_marker.store(false, Ordering::Release),
+            Err(e) => pgrx::warning!(
+                "snowflake_id: could not remove \"{SUCCESSOR_FILE_NAME}\": {e} (a restart will start IDs ahead of the clock again)"
+            ),
+        }
     }
 
     /// Raises the in-memory bound every issued ID stays within: never past

@@ -14,7 +14,8 @@
 use crate::core::config::Config;
 use crate::core::instance::{
     self, read_marker, records_identity, remove_marker, write_marker, StartFacts, Verdict,
-    HELD_SYSTEM_IDENTIFIER, HOLD_FILE_NAME, IDENTITY_FILE_NAME, UPGRADED_FILE_NAME,
+    HELD_SYSTEM_IDENTIFIER, HOLD_FILE_NAME, IDENTITY_FILE_NAME, SUCCESSOR_FILE_NAME,
+    UPGRADED_FILE_NAME,
 };
 use crate::core::lease::{read_lease, write_lease, LeaseFileError, LeaseRecord, LEASE_FILE_NAME};
 use crate::pg::message::set_message;
@@ -33,11 +34,19 @@ pub(super) fn resume_from_lease(shared: &mut Shared, config: &Config) {
     // it may not have replayed (crate::pg::accept). Crash recovery of this
     // server's own WAL is not a takeover; with a registry the claim's floor
     // keeps the successor above its predecessor instead.
-    shared.successor_pending.store(
-        !settings::registry_enabled()
-            && (dir.join("standby.signal").exists() || dir.join("recovery.signal").exists()),
-        Ordering::SeqCst,
-    );
+    // A successor that crashed before its floor was durable is one still
+    // (the file).
+    let successor = !settings::registry_enabled()
+        && (dir.join("standby.signal").exists()
+            || dir.join("recovery.signal").exists()
+            || dir.join(SUCCESSOR_FILE_NAME).exists());
+    if successor {
+        if let Err(e) = write_marker(&dir, SUCCESSOR_FILE_NAME, "this server takes over its node id once recovery ends: its IDs start above everything its predecessor can have issued") {
+            warning!("snowflake_id: could not write \"{SUCCESSOR_FILE_NAME}\": {e} (a crash after the promotion and before the first ID would restart without the successor's floor)");
+        }
+    }
+    shared.successor_pending.store(successor, Ordering::SeqCst);
+    shared.successor_marker.store(successor, Ordering::SeqCst);
     let stored = match read_lease(&dir) {
         Ok(stored) => stored,
         Err(e) => {

@@ -132,6 +132,11 @@ pub struct Shared {
     /// out of recovery applies the successor's floor
     /// ([`Shared::take_over`](crate::pg::accept)).
     pub(super) successor_pending: AtomicBool,
+    /// The successor's file ([`SUCCESSOR_FILE_NAME`]) is there, to be
+    /// removed by the first lease written at or above the floor.
+    ///
+    /// [`SUCCESSOR_FILE_NAME`]: crate::core::instance::SUCCESSOR_FILE_NAME
+    pub(super) successor_marker: AtomicBool,
     /// The successor's floor last applied (ms since the epoch; 0: none since
     /// the server started) and how far ahead of the clock it put the IDs,
     /// for `snowflake_stats()`.
@@ -167,6 +172,7 @@ impl Shared {
             worker_latch: AtomicPtr::new(std::ptr::null_mut()),
             lease_raised: UnsafeCell::new(pg_sys::ConditionVariable::default()),
             successor_pending: AtomicBool::new(false),
+            successor_marker: AtomicBool::new(false),
             successor_floor_ms: AtomicU64::new(0),
             successor_ahead_ms: AtomicU64::new(0),
         }

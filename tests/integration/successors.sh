@@ -11,6 +11,7 @@
 #     pair of it is the client's), its first insert succeeds at once (well
 #     within a second), and snowflake_stats() and the log say how far ahead
 #     the floor put the IDs. In the default layout and with one sequence bit;
+#     and promoted, then crashed before its first ID and restarted;
 #   - a standby with a smaller max_clock_drift (5 s) than its primary (60 s)
 #     that was 39 s ahead: promoted, it issues at once (it refused every ID
 #     for 34 s);
@@ -105,6 +106,31 @@ async_case() {
   [ "$first" -gt "$high" ] || fail "$name: the first new ID $first is not above the client's $high"
   check_outside "$s" "$name (asynchronous, sequence_bits $bits)" "$low" "$high" 9
   check_reported "$s" "$name"
+}
+
+# async_crash_case: as async_case (one sequence bit), but the promoted
+# server crashes (kill -9) before it issued anything, and restarts as a
+# primary: it is a successor still.
+async_crash_case() {
+  local p=crash-p s=crash-s walsender range low high first
+  cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 1"
+  cluster_start "$p" || fail "crash: the primary did not start"
+  psql_on "$p" -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
+    -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
+  cluster_basebackup "$s" "$(free_port)" "$p"
+  cluster_start "$s" || fail "crash: the standby did not start"
+  wait_for_replay "$s" "$p"
+  walsender=$(sql_value "$p" "SELECT pid FROM pg_stat_replication")
+  kill -STOP "$walsender"
+  range=$(client_batch "$p" "$(max_batch 1 5000)")
+  read -r low high <<<"$range"
+  cluster_kill9 "$p"
+  promote "$s"
+  cluster_kill9 "$s"
+  cluster_start "$s" || fail "crash: the promoted standby did not restart"
+  first=$(first_insert "$s" "crash")
+  [ "$first" -gt "$high" ] || fail "crash: the first new ID $first, after the crash, is not above the client's $high"
+  check_outside "$s" "promoted, crashed before its first ID, restarted" "$low" "$high" 9
 }
 
 # A standby with a smaller drift limit than its primary, 39 s ahead.
@@ -205,15 +231,15 @@ first=$(first_insert acc-s "accepted, crashed")
 pass "a promoted server that accepted node 11 issues after a crash before its first checkpoint: $first"
 }
 
-# The cases, all or those named: successors.sh [async12 async1 smaller_drift
-# copy same_change accepted_crash].
+# The cases, all or those named: successors.sh [async12 async1 async_crash
+# smaller_drift copy same_change accepted_crash].
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 smaller_drift copy same_change accepted_crash)
+[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 async_crash smaller_drift copy same_change accepted_crash)
 for c in "${cases[@]}"; do
   case $c in
     async12) async_case async12 12 ;;
     async1) async_case async1 1 ;;
-    smaller_drift|copy|same_change|accepted_crash) "${c}_case" ;;
+    async_crash|smaller_drift|copy|same_change|accepted_crash) "${c}_case" ;;
     *) fail "unknown case '$c'" ;;
   esac
 done
