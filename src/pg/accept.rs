@@ -101,7 +101,11 @@ impl Shared {
             .pair
             .fetch_max(layout.pair(floor_ms, 0).saturating_sub(1), Ordering::AcqRel);
         let ahead_ms = (self.generator.last_time_ms(layout) as i64 - now).max(0) as u64;
-        self.generator.allow_ahead(ahead_ms);
+        // Calls may borrow the drift limit beyond the floor, as they may
+        // beyond the clock: a batch right after the takeover waits no more
+        // than on any server.
+        self.generator
+            .allow_ahead(ahead_ms.saturating_add(settings::max_clock_drift_ms()));
         self.successor_floor_ms.store(floor_ms, Ordering::Release);
         self.successor_ahead_ms.store(ahead_ms, Ordering::Release);
         (floor_ms, ahead_ms)
@@ -158,7 +162,13 @@ impl Shared {
                 let plan = old
                     .floor_for(&config.layout)
                     .map_err(Refusal::Unorderable)?;
-                if plan.first_time_ms as i64 > now_ms + max_drift_ms as i64 {
+                // As far ahead as the old configuration's IDs may have run
+                // (its recorded limit and the clocks' difference), or this
+                // server's own limit: no further.
+                let reach_ms = old.drift_limit_ms.map_or(max_drift_ms, |old_limit| {
+                    old_limit.max(max_drift_ms) + settings::max_clock_offset_ms()
+                });
+                if plan.first_time_ms as i64 > now_ms.saturating_add(reach_ms as i64) {
                     return Err(Refusal::TooFarAhead {
                         first_time_ms: plan.first_time_ms,
                         now_ms,
@@ -205,9 +215,13 @@ impl Shared {
                 Ordering::AcqRel,
             );
             // Within what acceptance allows ahead of the clock (above): no
-            // call fails or waits until the clock catches up.
-            self.generator
-                .allow_ahead(first_time_ms.saturating_sub(now_ms.max(0) as u64));
+            // call fails, or waits longer than on any server, until the
+            // clock catches up.
+            self.generator.allow_ahead(
+                first_time_ms
+                    .saturating_sub(now_ms.max(0) as u64)
+                    .saturating_add(max_drift_ms),
+            );
         }
         // The floor of this acceptance covers the takeover's too.
         self.successor_pending.store(false, Ordering::Release);

@@ -14,7 +14,8 @@
 #     and promoted, then crashed before its first ID and restarted;
 #   - a standby with a smaller max_clock_drift (5 s) than its primary (60 s)
 #     that was 39 s ahead: promoted, it issues at once (it refused every ID
-#     for 34 s);
+#     for 34 s); also with its own node id, accepted after the promotion;
+#   - a maximal batch right after the takeover does not wait;
 #   - an accepted copy of an original that ran a larger max_clock_drift
 #     (60 s, 40 s ahead after the copy was taken) than the copy (5 s): its
 #     IDs start above every ID the original handed out;
@@ -104,6 +105,11 @@ async_case() {
   t1=$(now_ms)
   echo "$name: first insert $first, $((t1 - t0)) ms after the promotion began"
   [ "$first" -gt "$high" ] || fail "$name: the first new ID $first is not above the client's $high"
+  # A maximal batch right after the takeover waits no more than on any
+  # server: not at all.
+  psql_on "$s" -c "SELECT cardinality(snowflake_next_batch_array($(max_batch "$bits" 5000)))" >/dev/null
+  [ "$(sql_value "$s" "SELECT waits FROM snowflake_stats()")" = 0 ] ||
+    fail "$name: a maximal batch after the takeover waited for the clock ($(sql_value "$s" "SELECT waits || ' waits, ' || wait_time_ms || ' ms' FROM snowflake_stats()"))"
   check_outside "$s" "$name (asynchronous, sequence_bits $bits)" "$low" "$high" 9
   check_reported "$s" "$name"
 }
@@ -135,23 +141,31 @@ async_crash_case() {
 
 # A standby with a smaller drift limit than its primary, 39 s ahead.
 smaller_drift_case() {
-local range low old_max first
-cluster_init small-p "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 6" \
+local node=${1:-9} p="small${1:-}-p" sb="small${1:-}-s" range low old_max first label
+label="a standby with max_clock_drift 5s promoted 39 s ahead of its 60s primary"
+cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 6" \
   "snowflake_id.max_clock_drift = '60s'"
-cluster_start small-p || fail "small: the primary did not start"
-psql_on small-p -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE"
-cluster_basebackup small-s "$(free_port)" small-p
-cluster_conf small-s "snowflake_id.max_clock_drift = '5s'"
-cluster_start small-s || fail "small: the standby did not start"
-range=$(client_batch small-p $((39 * 64000)))
+cluster_start "$p" || fail "small: the primary did not start"
+psql_on "$p" -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE"
+cluster_basebackup "$sb" "$(free_port)" "$p"
+cluster_conf "$sb" "snowflake_id.max_clock_drift = '5s'" "snowflake_id.node_id = $node"
+cluster_start "$sb" || fail "small: the standby did not start"
+range=$(client_batch "$p" $((39 * 64000)))
 read -r low old_max <<<"$range"
-echo "small: the client holds $low .. $old_max, $(ahead_ms small-p "$old_max") ms ahead of the clock"
-wait_for_replay small-s small-p
-cluster_kill9 small-p
-promote small-s
-first=$(first_insert small-s "small")
+echo "small: the client holds $low .. $old_max, $(ahead_ms "$p" "$old_max") ms ahead of the clock"
+wait_for_replay "$sb" "$p"
+cluster_kill9 "$p"
+promote "$sb"
+if [ "$node" != 9 ]; then
+  # Its own node id: held until accepted, and the acceptance may start as
+  # far ahead as the old primary's recorded limit allows.
+  label="$label, with node id $node accepted"
+  psql_on "$sb" -c "SELECT snowflake_accept_configuration()" >/dev/null ||
+    fail "small: the acceptance of node id $node after the promotion was refused"
+fi
+first=$(first_insert "$sb" "small")
 [ "$first" -gt "$old_max" ] || fail "small: the first new ID $first is not above $old_max"
-check_outside small-s "a standby with max_clock_drift 5s promoted 39 s ahead of its 60s primary" "$low" "$old_max" 9
+check_outside "$sb" "$label" "$low" "$old_max" "$node"
 }
 
 # An accepted copy of an original with a larger drift limit.
@@ -232,13 +246,14 @@ pass "a promoted server that accepted node 11 issues after a crash before its fi
 }
 
 # The cases, all or those named: successors.sh [async12 async1 async_crash
-# smaller_drift copy same_change accepted_crash].
+# smaller_drift smaller_drift_node copy same_change accepted_crash].
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 async_crash smaller_drift copy same_change accepted_crash)
+[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 async_crash smaller_drift smaller_drift_node copy same_change accepted_crash)
 for c in "${cases[@]}"; do
   case $c in
     async12) async_case async12 12 ;;
     async1) async_case async1 1 ;;
+    smaller_drift_node) smaller_drift_case 11 ;;
     async_crash|smaller_drift|copy|same_change|accepted_crash) "${c}_case" ;;
     *) fail "unknown case '$c'" ;;
   esac
