@@ -119,7 +119,9 @@ async_case() {
 # primary: it is a successor still.
 async_crash_case() {
   local p=crash-p s=crash-s walsender range low high first
-  cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 1"
+  # (20 s ahead: the crash and the restart take seconds.)
+  cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 1" \
+    "snowflake_id.max_clock_drift = '20s'"
   cluster_start "$p" || fail "crash: the primary did not start"
   psql_on "$p" -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
     -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
@@ -128,7 +130,7 @@ async_crash_case() {
   wait_for_replay "$s" "$p"
   walsender=$(sql_value "$p" "SELECT pid FROM pg_stat_replication")
   kill -STOP "$walsender"
-  range=$(client_batch "$p" "$(max_batch 1 5000)")
+  range=$(client_batch "$p" "$(max_batch 1 20000)")
   read -r low high <<<"$range"
   cluster_kill9 "$p"
   promote "$s"
