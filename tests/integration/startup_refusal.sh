@@ -190,7 +190,11 @@ refuses unknown_name "snowflake_id.sequencebits = 14 (a misspelt name)" \
   "snowflake_id.node_id = 1
 snowflake_id.sequencebits = 14" \
   'FATAL: .*unknown setting "snowflake_id.sequencebits" \(in ".*postgresql.conf" line [0-9]+\)' \
-  'HINT: .*node_id, epoch, node_bits, sequence_bits, max_clock_drift, lease_sync, registry, registry_fleet, registry_grant and public_id_keys'
+  'HINT: .*node_id, epoch, node_bits, sequence_bits, max_clock_drift, max_clock_offset, lease_sync, registry, registry_fleet, registry_grant and public_id_keys'
+refuses offset_range "max_clock_offset = '2h' (over its 1 h)" \
+  "snowflake_id.node_id = 1
+snowflake_id.max_clock_offset = '2h'" \
+  'FATAL: .*snowflake_id.max_clock_offset' "HINT: .*snowflake_id.max_clock_offset takes a duration from 0 to 1h, such as '1s'"
 # The same mistake made with ALTER SYSTEM (PostgreSQL accepts any name under
 # an unreserved prefix there) is found in postgresql.auto.conf.
 cluster_init auto_conf "$(free_port)" "snowflake_id.node_id = 1"
