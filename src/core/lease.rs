@@ -51,6 +51,12 @@ pub struct LeaseRecord {
     /// WAL record, a lease file without the line): the successor's own
     /// limit stands in for it.
     pub drift_limit_ms: Option<u64>,
+    /// The timeline the lease was written on (a primary's) or replayed
+    /// from (a standby's): not in the WAL record, whose place in the WAL
+    /// gives it. A successor that replayed a later timeline than its last
+    /// lease's knows of takeovers whose first leases it never saw. `None`
+    /// in a lease file without the line.
+    pub timeline: Option<u32>,
 }
 
 impl LeaseRecord {
@@ -135,6 +141,9 @@ impl LeaseRecord {
         if let Some(limit) = self.drift_limit_ms {
             body.push_str(&format!("drift_limit_ms = {limit}\n"));
         }
+        if let Some(timeline) = self.timeline {
+            body.push_str(&format!("timeline = {timeline}\n"));
+        }
         body
     }
 
@@ -208,6 +217,13 @@ impl StoredLease {
                         .map_err(|_| "the field drift_limit_ms is not a number")?,
                 ),
             },
+            timeline: match fields.get("timeline") {
+                None => None,
+                Some(v) => Some(
+                    v.parse::<u32>()
+                        .map_err(|_| "the field timeline is not a number")?,
+                ),
+            },
         };
         // The identifier is unsigned 64-bit, beyond i64: parsed on its own.
         let system_identifier = match version {
@@ -247,14 +263,23 @@ impl StoredLease {
 /// was at most `clock_offset_ms` ahead of the successor's. So every ID it
 /// can have issued lies before
 /// `now + max(predecessor's limit, own limit) + clock offset + 1`.
+///
+/// `unseen_takeovers`: takeovers after the predecessor's last lease this
+/// successor has (timelines it replayed past that lease's). Each of those
+/// successors started its floor this far ahead of its clock, an offset
+/// further by this one's, and could borrow the drift limit beyond it, in a
+/// first lease this one never received: each adds `clock offset + limit`.
 pub fn successor_floor_ms(
     now_ms: i64,
     predecessor_limit_ms: Option<u64>,
     own_limit_ms: u64,
     clock_offset_ms: u64,
+    unseen_takeovers: u32,
 ) -> u64 {
+    let hop = clock_offset_ms.saturating_add(own_limit_ms);
     (now_ms.max(0) as u64)
         .saturating_add(predecessor_limit_ms.unwrap_or(0).max(own_limit_ms))
+        .saturating_add(hop.saturating_mul(unseen_takeovers.into()))
         .saturating_add(clock_offset_ms)
         .saturating_add(1)
 }
@@ -362,6 +387,7 @@ mod tests {
             sequence_bits: 12,
             node_id: 7,
             drift_limit_ms: None,
+            timeline: None,
         }
     }
 
@@ -524,7 +550,7 @@ mod tests {
             (None, 5_000, 250),
         ] {
             let now = 1_000_000;
-            let floor = successor_floor_ms(now, pred, own, offset);
+            let floor = successor_floor_ms(now, pred, own, offset, 0);
             let latest_predecessor_id_ms = now + offset as i64 + pred.unwrap_or(own) as i64;
             assert!(
                 floor as i64 > latest_predecessor_id_ms,
@@ -535,9 +561,20 @@ mod tests {
                 now + pred.unwrap_or(0).max(own) as i64 + offset as i64 + 1
             );
         }
+        // A takeover this successor never saw a lease of: that successor
+        // started at its own floor (the same rule, by a clock up to an
+        // offset ahead) and borrowed the limit beyond it.
+        let (now, pred, own, offset) = (1_000_000, Some(5_000), 5_000, 1_000);
+        let unseen_reach = successor_floor_ms(now + offset as i64, pred, own, offset, 0) + own;
+        assert!(successor_floor_ms(now, pred, own, offset, 1) > unseen_reach);
+        let unseen_reach = successor_floor_ms(now + offset as i64, pred, own, offset, 1) + own;
+        assert!(successor_floor_ms(now, pred, own, offset, 2) > unseen_reach);
         // A clock before the epoch counts from the epoch; nothing overflows.
-        assert_eq!(successor_floor_ms(-5, None, 10, 0), 11);
-        assert_eq!(successor_floor_ms(i64::MAX, Some(u64::MAX), 0, 1), u64::MAX);
+        assert_eq!(successor_floor_ms(-5, None, 10, 0, 0), 11);
+        assert_eq!(
+            successor_floor_ms(i64::MAX, Some(u64::MAX), 0, 1, 7),
+            u64::MAX
+        );
     }
 
     #[test]
@@ -556,11 +593,15 @@ mod tests {
         // The drift limit in force, an optional line, round-trips too.
         let limited = LeaseRecord {
             drift_limit_ms: Some(60_000),
+            timeline: Some(3),
             ..newer
         };
         write_lease(&dir, &limited, SYSID).unwrap();
         let text = fs::read_to_string(dir.join(LEASE_FILE_NAME)).unwrap();
-        assert!(text.contains("\ndrift_limit_ms = 60000\n"), "{text}");
+        assert!(
+            text.contains("\ndrift_limit_ms = 60000\ntimeline = 3\n"),
+            "{text}"
+        );
         assert_eq!(read_lease(&dir).unwrap().map(|s| s.record), Some(limited));
         fs::write(dir.join(LEASE_FILE_NAME), b"garbage\n").unwrap();
         let e = read_lease(&dir).unwrap_err().to_string();

@@ -78,6 +78,8 @@ pub fn decode(bytes: &[u8]) -> Result<LeaseRecord, String> {
         node_id: u64::from_le_bytes(word(24)),
         drift_limit_ms: (version >= 2)
             .then(|| u64::from(u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]))),
+        // Given by the record's place in the WAL, not its bytes.
+        timeline: None,
     };
     let layout = IdLayout::new(record.node_bits.into(), record.sequence_bits.into())
         .map_err(|e| format!("the lease record's layout is not valid: {e}"))?;
@@ -170,7 +172,14 @@ pub fn plan_replay(
             && !superseded
             && foreign.is_none_or(|f| covered > largest_id_covered(f)),
         forget_foreign: same_config && foreign.is_some_and(|f| covered > largest_id_covered(f)),
-        persist: persisted.is_none_or(|p| covered > largest_id_covered(p)),
+        // A record with the same lease, later in the WAL, may say more: a
+        // smaller drift limit (an allowance that ended), a later timeline.
+        persist: persisted.is_none_or(|p| {
+            let kept = largest_id_covered(p);
+            covered > kept
+                || (covered == kept
+                    && (record.drift_limit_ms, record.timeline) != (p.drift_limit_ms, p.timeline))
+        }),
     }
 }
 
@@ -187,6 +196,7 @@ mod tests {
             sequence_bits: 12,
             node_id: 9,
             drift_limit_ms: Some(5_000),
+            timeline: None,
         }
     }
 
@@ -263,6 +273,13 @@ mod tests {
             &record(1_790_000_000_500),
         );
         assert!(!again.persist);
+        // The same lease again with a smaller drift limit (an allowance that
+        // ended) or from a later timeline is kept: it is the newer word.
+        let relimited = LeaseRecord {
+            drift_limit_ms: Some(1_000),
+            ..record(1_790_000_000_500)
+        };
+        assert!(plan_replay(&local, Some(&record(1_790_000_000_500)), None, &relimited).persist);
         assert!(
             again.raise_floor_ms.is_some(),
             "raising the floor is idempotent"
@@ -370,6 +387,7 @@ mod tests {
                 sequence_bits,
                 node_id: node % (layout.max_node() + 1),
                 drift_limit_ms: Some(limit.into()),
+                timeline: None,
             };
             prop_assert_eq!(decode(&encode(&r)), Ok(r));
         }

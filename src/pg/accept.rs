@@ -76,12 +76,26 @@ impl Shared {
             .flatten()
             .filter_map(|r| r.drift_limit_ms)
             .max();
+        // Takeovers after the last lease this server has: timelines it
+        // replayed past that lease's (a standby of a standby promoted
+        // before its first lease reached this one).
+        let mut replayed_timeline: pg_sys::TimeLineID = 0;
+        // SAFETY: reads XLogRecoveryCtl under its spinlock (shared memory this
+        // process is attached to) and writes the last replayed record's
+        // timeline through the pointer, a local of this frame.
+        unsafe { pg_sys::GetXLogReplayRecPtr(&mut replayed_timeline) };
+        let unseen_takeovers = persisted
+            .and_then(|p| p.timeline)
+            .map_or(0, |lease_timeline| {
+                replayed_timeline.saturating_sub(lease_timeline)
+            });
         let now = clock::now_ms(config);
         let bound_ms = successor_floor_ms(
             now,
             predecessor_limit,
             settings::max_clock_drift_ms(),
             settings::max_clock_offset_ms(),
+            unseen_takeovers,
         );
         let floor_ms = match recorded {
             // The last ID the predecessor can have issued is one millisecond

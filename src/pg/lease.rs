@@ -82,7 +82,11 @@ impl Shared {
             (running_out || requested > lease)
                 .then_some(requested.max(time).min(config.layout.max_time_ms()))
         };
-        if needed().is_none() {
+        // Before a successor's floor is applied (by the first backend out
+        // of recovery) a lease would record the predecessor's limit on this
+        // server's new timeline, and a standby of this one would take it
+        // for this server's word.
+        if needed().is_none() || self.successor_pending.load(Ordering::Acquire) {
             return Ok(false);
         }
         let sync = settings::lease_sync();
@@ -242,6 +246,9 @@ impl Shared {
                 .drift_in_force_ms(settings::drift_policy(), drift_now)
                 .max(drift_now.max(0) as u64),
         );
+        // SAFETY: no argument; leases are written only out of recovery, where
+        // it reads the timeline WAL is inserted on from shared memory.
+        record.timeline = Some(unsafe { pg_sys::GetWALInsertionTimeLine() });
         // Never below what the file already holds under this configuration:
         // with lease_sync just switched, the worker may have written a
         // larger lease that is not raised in memory yet.
@@ -270,6 +277,34 @@ impl Shared {
         self.lease_written_unix_ms
             .store(crate::pg::clock::unix_now_ms(), Ordering::Relaxed);
         Ok((record.lease_until_ms(), end))
+    }
+
+    /// The lease worker's look at an allowance to run ahead of the drift
+    /// limit (a successor's): once IDs are back within the limit, the lease
+    /// is written again, unchanged but for the limit it records, so that a
+    /// later successor does not start as far ahead as this one did (each
+    /// takeover would add to the last). Returns whether it wrote.
+    pub fn record_ended_allowance(&self, config: &Config) -> Result<bool, GenerateError> {
+        let policy = settings::drift_policy();
+        // (An allowance within the limit, as a restart leaves one, changes
+        // nothing; it ends with the first call that settles.)
+        if self.generator.ahead_allowance_ms.load(Ordering::Acquire) <= policy.max_drift_ms
+            || self.successor_pending.load(Ordering::Acquire)
+        {
+            return Ok(false);
+        }
+        let guard = self.lock.exclusive();
+        let drift_now =
+            self.generator.last_time_ms(&config.layout) as i64 - crate::pg::clock::now_ms(config);
+        if self.generator.drift_in_force_ms(policy, drift_now) > policy.max_drift_ms {
+            return Ok(false);
+        }
+        let lease = self.generator.lease_until_ms.load(Ordering::Acquire);
+        if lease == 0 {
+            return Ok(false);
+        }
+        self.record_lease_locked(&guard, config, lease)?;
+        Ok(true)
     }
 
     /// A lease up to `lease_ms` is durable (file and WAL): once it covers

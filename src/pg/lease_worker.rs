@@ -69,7 +69,10 @@ pub extern "C-unwind" fn snowflake_id_lease_worker_main(_arg: pg_sys::Datum) {
             let time = shared.generator.last_time_ms(&layout);
             let active = time != last_seen;
             last_seen = time;
-            match shared.extend_lease_ahead(config, active) {
+            match shared
+                .extend_lease_ahead(config, active)
+                .and_then(|_| shared.record_ended_allowance(config))
+            {
                 Ok(_) => failing = false,
                 Err(e) if !failing => {
                     failing = true;

@@ -103,7 +103,16 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         return;
     };
     match lease_of(info, data) {
-        Ok(lease) => shared.replay_lease(config, &lease),
+        Ok(mut lease) => {
+            let mut timeline: pg_sys::TimeLineID = 0;
+            // SAFETY: called in the startup process during redo, where
+            // XLogRecoveryCtl exists; the function takes its spinlock and
+            // writes the timeline of the record being replayed through the
+            // pointer, a local of this frame.
+            unsafe { pg_sys::GetCurrentReplayRecPtr(&mut timeline) };
+            lease.timeline = (timeline > 0).then_some(timeline);
+            shared.replay_lease(config, &lease)
+        }
         Err(reason) => shared.replay_failed(&format!(
             "a lease record in the WAL cannot be used: {reason}"
         )),

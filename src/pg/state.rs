@@ -300,6 +300,7 @@ pub fn current_record(config: &Config, lease_until_ms: u64) -> LeaseRecord {
         sequence_bits: config.layout.sequence_bits(),
         node_id: config.node_id.unwrap_or(UNSET_NODE_ID),
         drift_limit_ms: None,
+        timeline: None,
     }
 }
 

@@ -11,7 +11,9 @@
 #     pair of it is the client's), its first insert succeeds at once (well
 #     within a second), and snowflake_stats() and the log say how far ahead
 #     the floor put the IDs. In the default layout and with one sequence bit;
-#     and promoted, then crashed before its first ID and restarted;
+#     and promoted, then crashed before its first ID and restarted; and two
+#     takeovers in a row, the second (a standby of the first successor)
+#     without the first's lease, only its timeline;
 #   - a standby with a smaller max_clock_drift (5 s) than its primary (60 s)
 #     that was 39 s ahead: promoted, it issues at once (it refused every ID
 #     for 34 s); also with its own node id, accepted after the promotion;
@@ -141,6 +143,45 @@ async_crash_case() {
   check_outside "$s" "promoted, crashed before its first ID, restarted" "$low" "$high" 9
 }
 
+# chain_case: two takeovers in a row. A primary A, its standby B, and C, a
+# standby of B. A dies and B is promoted; C follows B onto its new timeline,
+# then stops hearing it before B's first lease; B hands a client a maximal
+# batch (its floor, and the limit beyond), dies, and C is promoted within
+# seconds. C never saw B's lease, only B's timeline: it must start above
+# the client's batch all the same.
+chain_case() {
+  local walsender range low high first st
+  cluster_init ch2-a "$(free_port)" "snowflake_id.node_id = 9"
+  cluster_start ch2-a || fail "chain: A did not start"
+  psql_on ch2-a -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
+    -c "INSERT INTO t (src) SELECT 'a' FROM generate_series(1, 100)"
+  cluster_basebackup ch2-b "$(free_port)" ch2-a
+  cluster_start ch2-b || fail "chain: B did not start"
+  wait_for_replay ch2-b ch2-a
+  cluster_basebackup ch2-c "$(free_port)" ch2-b
+  cluster_start ch2-c || fail "chain: C did not start"
+  wait_for_replay ch2-c ch2-a
+  cluster_kill9 ch2-a
+  promote ch2-b
+  for _ in $(seq 1 300); do
+    st=$(sql_value ch2-b "SELECT pid || ' ' || state FROM pg_stat_replication" || true)
+    [[ "$st" == *streaming* ]] && break
+    sleep 0.1
+  done
+  [[ "$st" == *streaming* ]] || fail "chain: C does not stream from B after B's promotion"
+  wait_for_replay ch2-c ch2-b
+  walsender=${st%% *}
+  kill -STOP "$walsender"
+  range=$(client_batch ch2-b "$(max_batch 12 5000)")
+  read -r low high <<<"$range"
+  echo "chain: B's client holds $low .. $high, $(ahead_ms ch2-b "$high") ms ahead of B's clock"
+  cluster_kill9 ch2-b
+  promote ch2-c
+  first=$(first_insert ch2-c "chain")
+  [ "$first" -gt "$high" ] || fail "chain: C's first ID $first is not above B's client's $high"
+  check_outside ch2-c "two takeovers in a row, the second without the first's lease" "$low" "$high" 9
+}
+
 # A standby with a smaller drift limit than its primary, 39 s ahead.
 smaller_drift_case() {
 local node=${1:-9} p="small${1:-}-p" sb="small${1:-}-s" range low old_max first label
@@ -248,15 +289,15 @@ pass "a promoted server that accepted node 11 issues after a crash before its fi
 }
 
 # The cases, all or those named: successors.sh [async12 async1 async_crash
-# smaller_drift smaller_drift_node copy same_change accepted_crash].
+# chain smaller_drift smaller_drift_node copy same_change accepted_crash].
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 async_crash smaller_drift smaller_drift_node copy same_change accepted_crash)
+[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 async_crash chain smaller_drift smaller_drift_node copy same_change accepted_crash)
 for c in "${cases[@]}"; do
   case $c in
     async12) async_case async12 12 ;;
     async1) async_case async1 1 ;;
     smaller_drift_node) smaller_drift_case 11 ;;
-    async_crash|smaller_drift|copy|same_change|accepted_crash) "${c}_case" ;;
+    async_crash|chain|smaller_drift|copy|same_change|accepted_crash) "${c}_case" ;;
     *) fail "unknown case '$c'" ;;
   esac
 done
