@@ -9,7 +9,7 @@
 #      even when everything is cached, so CI fails when a fresh machine
 #      would);
 #   1. set-up (scripts/setup.sh: Debian packages, the PostgreSQL servers,
-#      Rust 1.96, cargo-pgrx 0.19.4, cargo pgrx init); with every version, also each
+#      Rust 1.96, cargo-pgrx 0.19.3, cargo pgrx init); with every version, also each
 #      fallback of set-up installed for real (tests/setup/fallbacks.sh);
 #   2. cargo fmt --check; cargo clippy -D warnings with 15's and 19's
 #      features (or the first version asked for when neither is) runs in
