@@ -563,11 +563,12 @@ mod tests {
         }
         // A takeover this successor never saw a lease of: that successor
         // started at its own floor (the same rule, by a clock up to an
-        // offset ahead) and borrowed the limit beyond it.
+        // offset ahead), the millisecond before it its last, and borrowed
+        // the limit beyond that.
         let (now, pred, own, offset) = (1_000_000, Some(5_000), 5_000, 1_000);
-        let unseen_reach = successor_floor_ms(now + offset as i64, pred, own, offset, 0) + own;
+        let unseen_reach = successor_floor_ms(now + offset as i64, pred, own, offset, 0) - 1 + own;
         assert!(successor_floor_ms(now, pred, own, offset, 1) > unseen_reach);
-        let unseen_reach = successor_floor_ms(now + offset as i64, pred, own, offset, 1) + own;
+        let unseen_reach = successor_floor_ms(now + offset as i64, pred, own, offset, 1) - 1 + own;
         assert!(successor_floor_ms(now, pred, own, offset, 2) > unseen_reach);
         // A clock before the epoch counts from the epoch; nothing overflows.
         assert_eq!(successor_floor_ms(-5, None, 10, 0, 0), 11);
