@@ -185,7 +185,8 @@ pass "accepted, the upgraded copy issues IDs, none twice"
 # last one, under another node id.)
 # shellcheck source-path=SCRIPTDIR source=../integration/lib_registry.sh
 . "$(dirname "$0")/../integration/lib_registry.sh"
-node_init regold
+# (A grant longer than the burst below, which runs 5 s ahead.)
+node_init regold "snowflake_id.registry_grant = '30s'"
 cluster_start regold || fail "the registry's fleet server did not start"
 make_table regold
 wait_issuing regold 20
@@ -194,7 +195,7 @@ reg_max=$(sql_value regold "SELECT a[cardinality(a)] FROM (SELECT snowflake_next
 reg_node=$(node_of regold)
 echo "registry fleet server: node id $reg_node, largest ID $reg_max"
 cluster_stop regold
-PG_BIN=$NEW_PG_BIN SF_INITDB_OPTS=$new_opts node_init regnew
+PG_BIN=$NEW_PG_BIN SF_INITDB_OPTS=$new_opts node_init regnew "snowflake_id.registry_grant = '30s'"
 upgrade regold regnew
 [ -f "$(cluster_dir regnew)/snowflake_id.lease" ] &&
   fail "with a registry, a lease was written while pg_upgrade ran (its starts ran the workers)"
