@@ -82,21 +82,28 @@ check_reported() {
   pass "$2: snowflake_stats() and the log say the floor put IDs $ahead ms ahead of the clock"
 }
 
-# async_case NAME SEQUENCE_BITS: asynchronous failover with IDs a client
-# kept and the standby never saw.
-async_case() {
-  local name=$1 bits=$2 p="$1-p" s="$1-s" walsender range low high first t0 t1
-  cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = $bits"
+# cut_off NAME CONF...: a primary NAME-p of node 9 with CONF and 100 rows,
+# and its streaming standby NAME-s, which then stops hearing it (the
+# walsender frozen with SIGSTOP).
+cut_off() {
+  local name=$1 p="$1-p" s="$1-s" walsender; shift
+  cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "$@"
   cluster_start "$p" || fail "$name: the primary did not start"
   psql_on "$p" -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
     -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
   cluster_basebackup "$s" "$(free_port)" "$p"
   cluster_start "$s" || fail "$name: the standby did not start"
   wait_for_replay "$s" "$p"
-  # The standby stops hearing the primary.
   walsender=$(sql_value "$p" "SELECT pid FROM pg_stat_replication")
   [ -n "$walsender" ] || fail "$name: no walsender"
   kill -STOP "$walsender"
+}
+
+# async_case NAME SEQUENCE_BITS: asynchronous failover with IDs a client
+# kept and the standby never saw.
+async_case() {
+  local name=$1 bits=$2 p="$1-p" s="$1-s" range low high first t0 t1
+  cut_off "$name" "snowflake_id.sequence_bits = $bits"
   range=$(client_batch "$p" "$(max_batch "$bits" 5000)")
   read -r low high <<<"$range"
   echo "$name: the client holds $low .. $high, $(ahead_ms "$p" "$high") ms ahead of the primary's clock"
@@ -120,18 +127,9 @@ async_case() {
 # server crashes (kill -9) before it issued anything, and restarts as a
 # primary: it is a successor still.
 async_crash_case() {
-  local p=crash-p s=crash-s walsender range low high first
+  local p=crash-p s=crash-s range low high first
   # (20 s ahead: the crash and the restart take seconds.)
-  cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 1" \
-    "snowflake_id.max_clock_drift = '20s'"
-  cluster_start "$p" || fail "crash: the primary did not start"
-  psql_on "$p" -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
-    -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
-  cluster_basebackup "$s" "$(free_port)" "$p"
-  cluster_start "$s" || fail "crash: the standby did not start"
-  wait_for_replay "$s" "$p"
-  walsender=$(sql_value "$p" "SELECT pid FROM pg_stat_replication")
-  kill -STOP "$walsender"
+  cut_off crash "snowflake_id.sequence_bits = 1" "snowflake_id.max_clock_drift = '20s'"
   range=$(client_batch "$p" "$(max_batch 1 20000)")
   read -r low high <<<"$range"
   cluster_kill9 "$p"
