@@ -82,18 +82,24 @@ check_reported() {
   pass "$2: snowflake_stats() and the log say the floor put IDs $ahead ms ahead of the clock"
 }
 
-# cut_off NAME CONF...: a primary NAME-p of node 9 with CONF and 100 rows,
-# and its streaming standby NAME-s, which then stops hearing it (the
-# walsender frozen with SIGSTOP).
-cut_off() {
-  local name=$1 p="$1-p" s="$1-s" walsender; shift
+# primary_and_standby P S CONF...: a primary P of node 9 with CONF and 100
+# rows in t, and S, its streaming standby, which has replayed them.
+primary_and_standby() {
+  local p=$1 s=$2; shift 2
   cluster_init "$p" "$(free_port)" "snowflake_id.node_id = 9" "$@"
-  cluster_start "$p" || fail "$name: the primary did not start"
+  cluster_start "$p" || fail "$p did not start"
   psql_on "$p" -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
     -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
   cluster_basebackup "$s" "$(free_port)" "$p"
-  cluster_start "$s" || fail "$name: the standby did not start"
+  cluster_start "$s" || fail "$s did not start"
   wait_for_replay "$s" "$p"
+}
+
+# cut_off NAME CONF...: primary_and_standby NAME-p NAME-s, then the standby
+# stops hearing the primary (the walsender frozen with SIGSTOP).
+cut_off() {
+  local name=$1 p="$1-p" walsender; shift
+  primary_and_standby "$p" "$name-s" "$@"
   walsender=$(sql_value "$p" "SELECT pid FROM pg_stat_replication")
   [ -n "$walsender" ] || fail "$name: no walsender"
   kill -STOP "$walsender"
@@ -149,13 +155,7 @@ async_crash_case() {
 # the client's batch all the same.
 chain_case() {
   local walsender range low high first st
-  cluster_init ch2-a "$(free_port)" "snowflake_id.node_id = 9"
-  cluster_start ch2-a || fail "chain: A did not start"
-  psql_on ch2-a -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
-    -c "INSERT INTO t (src) SELECT 'a' FROM generate_series(1, 100)"
-  cluster_basebackup ch2-b "$(free_port)" ch2-a
-  cluster_start ch2-b || fail "chain: B did not start"
-  wait_for_replay ch2-b ch2-a
+  primary_and_standby ch2-a ch2-b
   cluster_basebackup ch2-c "$(free_port)" ch2-b
   cluster_start ch2-c || fail "chain: C did not start"
   wait_for_replay ch2-c ch2-a
@@ -235,13 +235,7 @@ check_outside copy "an accepted copy (5s) of an original 40 s ahead under 60s" "
 # The same node id change on a primary and its standby.
 same_change_case() {
 local c old_max first
-cluster_init ch-p "$(free_port)" "snowflake_id.node_id = 9"
-cluster_start ch-p || fail "change: the primary did not start"
-psql_on ch-p -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
-  -c "INSERT INTO t (src) SELECT 'node 9' FROM generate_series(1, 100)"
-cluster_basebackup ch-s "$(free_port)" ch-p
-cluster_start ch-s || fail "change: the standby did not start"
-wait_for_replay ch-s ch-p
+primary_and_standby ch-p ch-s
 for c in ch-s ch-p; do
   cluster_conf "$c" "snowflake_id.node_id = 10"
   cluster_stop "$c"
