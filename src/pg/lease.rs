@@ -239,8 +239,7 @@ impl Shared {
         // lease: what a successor that never sees a later lease must assume
         // (crate::pg::accept). The setting, an allowance in force, or the
         // drift IDs already have, whichever is largest.
-        let drift_now =
-            self.generator.last_time_ms(&config.layout) as i64 - crate::pg::clock::now_ms(config);
+        let drift_now = self.drift_now_ms(config);
         record.drift_limit_ms = Some(
             self.generator
                 .drift_in_force_ms(settings::drift_policy(), drift_now)
@@ -294,8 +293,7 @@ impl Shared {
             return Ok(false);
         }
         let guard = self.lock.exclusive();
-        let drift_now =
-            self.generator.last_time_ms(&config.layout) as i64 - crate::pg::clock::now_ms(config);
+        let drift_now = self.drift_now_ms(config);
         if self.generator.drift_in_force_ms(policy, drift_now) > policy.max_drift_ms {
             return Ok(false);
         }
@@ -305,6 +303,12 @@ impl Shared {
         }
         self.record_lease_locked(&guard, config, lease)?;
         Ok(true)
+    }
+
+    /// How far the last pair is ahead of this server's clock (ms; negative
+    /// when the clock has passed it).
+    fn drift_now_ms(&self, config: &Config) -> i64 {
+        self.generator.last_time_ms(&config.layout) as i64 - crate::pg::clock::now_ms(config)
     }
 
     /// A lease up to `lease_ms` is durable (file and WAL): once it covers
