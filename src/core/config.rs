@@ -53,6 +53,12 @@ pub enum ConfigError {
     },
 }
 
+/// The way out once a time field has ended (runbook, "The end of the time
+/// field"): no layout
+/// can form IDs above the old ones, so new IDs lie beside them, under a
+/// node id of their own.
+pub const TIME_FIELD_ENDED_HINT: &str = "No configuration can issue IDs above this node's any more. With a fixed node id: keep snowflake_id.node_bits and sequence_bits, set a later snowflake_id.epoch and a snowflake_id.node_id no server ever issued under with the old epoch, restart, and run SELECT snowflake_accept_configuration(); the new IDs sort below the old ones (docs/runbook.md, \"The end of the time field\").";
+
 impl ConfigError {
     /// The hint PostgreSQL prints under the error.
     pub fn hint(&self) -> String {
@@ -68,7 +74,7 @@ impl ConfigError {
                 "Give every node a distinct snowflake_id.node_id within the range, or widen snowflake_id.node_bits.".into()
             }
             ConfigError::EpochTooOld { .. } => {
-                "Choose a later snowflake_id.epoch or fewer node and sequence bits, so that the time field covers the present.".into()
+                TIME_FIELD_ENDED_HINT.into()
             }
         }
     }
@@ -95,18 +101,25 @@ impl Config {
                 text: settings.epoch.clone(),
             });
         }
-        let elapsed = (now_unix_ms - epoch_unix_ms) as u64;
-        if elapsed > layout.max_time_ms() {
-            return Err(ConfigError::EpochTooOld {
-                text: settings.epoch.clone(),
-                time_bits: layout.time_bits(),
-                ended_ms_ago: elapsed - layout.max_time_ms(),
-            });
-        }
+        // A time field that has ended is no reason to stop the server (every
+        // database in it would be down): the generator refuses each call
+        // instead (SQLSTATE 54000), and the start-up warns
+        // (Config::time_field_ended).
         Ok(Config {
             layout,
             node_id,
             epoch_unix_ms,
+        })
+    }
+
+    /// Why no ID can be issued under this configuration at `now_unix_ms`:
+    /// its time field has ended. `epoch_text` is the setting as written.
+    pub fn time_field_ended(&self, epoch_text: &str, now_unix_ms: i64) -> Option<ConfigError> {
+        let elapsed = now_unix_ms.saturating_sub(self.epoch_unix_ms).max(0) as u64;
+        (elapsed > self.layout.max_time_ms()).then(|| ConfigError::EpochTooOld {
+            text: epoch_text.to_string(),
+            time_bits: self.layout.time_bits(),
+            ended_ms_ago: elapsed - self.layout.max_time_ms(),
         })
     }
 }
@@ -186,12 +199,17 @@ mod tests {
         ));
         s.epoch = "1970-01-01".into();
         // 35 time bits last ~398 days: an epoch in 1970 cannot cover 2026.
+        // The server starts (the generator refuses each call), and says why.
         let mut s35 = s.clone();
         s35.node_bits = 16;
+        let c35 = Config::validate(&s35, NOW).unwrap();
         assert!(matches!(
-            Config::validate(&s35, NOW),
-            Err(ConfigError::EpochTooOld { time_bits: 35, .. })
+            c35.time_field_ended("1970-01-01", NOW),
+            Some(ConfigError::EpochTooOld { time_bits: 35, .. })
         ));
+        assert!(c35
+            .time_field_ended("1970-01-01", (1i64 << 35) - 1)
+            .is_none());
         // 41 bits from 1970 last until 2039.
         assert!(Config::validate(&s, NOW).is_ok());
         s.epoch = "not a date".into();

@@ -604,7 +604,9 @@ fn issue_checked(
             .checked_add(count - 1)
             .filter(|&e| e <= layout.max_pair());
         let Some(end) = end else {
-            return Err(if last >= layout.max_pair() {
+            // Nothing left, or the clock past the field's end: exhausted;
+            // else the batch is larger than what is left.
+            return Err(if last >= layout.max_pair() || first > layout.max_pair() {
                 GenerateError::TimeExhausted {
                     time_bits: layout.time_bits(),
                     max_time_ms: layout.max_time_ms(),
@@ -1093,6 +1095,17 @@ mod tests {
         // still there for a batch that fits (before: wasted).
         let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 5, &mut env).unwrap();
         assert_eq!(r.last_pair(), l.max_pair());
+        // The clock past the field's end, IDs issued last a while before
+        // it: the field is exhausted (it was "1 IDs do not fit").
+        s.pair
+            .store(l.pair(l.max_time_ms() - 5000, 0), Ordering::SeqCst);
+        let mut env = Script::new(l.max_time_ms() as i64 + 10);
+        env.layout = l;
+        let r = issue(&s, &l, DriftPolicy { max_drift_ms: 5000 }, 1, &mut env);
+        assert!(
+            matches!(r, Err(GenerateError::TimeExhausted { time_bits: 35, .. })),
+            "{r:?}"
+        );
     }
 
     /// Sleeps to a clock set in advance: a clock that steps while a call

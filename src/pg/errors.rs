@@ -467,7 +467,7 @@ impl Error {
             E::Generate(e @ (GenerateError::TimeExhausted { .. } | GenerateError::TooMany { .. })) => report(
                 Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                 e.to_string(),
-                "The ID layout has no time left: a new layout with a later snowflake_id.epoch or more time bits is needed.",
+                crate::core::config::TIME_FIELD_ENDED_HINT,
             ),
             E::Generate(e @ GenerateError::BatchTooLarge { .. }) => report(
                 Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -681,7 +681,7 @@ impl Error {
             E::AcceptUnorderable(message) => report(
                 Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 message,
-                "Keep the old layout: the new one cannot issue IDs greater than the existing ones.",
+                "Keep the old layout: the new one cannot issue IDs greater than the existing ones. Once the old time field has ended, keep its node_bits and sequence_bits and give this server a node id no server issued under with the old epoch.",
             ),
             E::AcceptTooFarAhead {
                 old_max_id,

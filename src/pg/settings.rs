@@ -342,10 +342,7 @@ fn define_settings() {
 pub fn validate_or_stop() {
     let settings = Settings {
         node_id: NODE_ID.get(),
-        epoch: EPOCH
-            .get()
-            .map(|c| c.to_string_lossy().into_owned())
-            .unwrap_or_else(|| DEFAULT_EPOCH.to_string()),
+        epoch: text_of(&EPOCH).unwrap_or_else(|| DEFAULT_EPOCH.to_string()),
         node_bits: NODE_BITS.get(),
         sequence_bits: SEQUENCE_BITS.get(),
     };
@@ -356,6 +353,9 @@ pub fn validate_or_stop() {
     }
     match Config::validate(&settings, clock::unix_now_ms()) {
         Ok(config) => {
+            if let Some(ended) = config.time_field_ended(&settings.epoch, clock::unix_now_ms()) {
+                errors::warn(Error::Settings(ended));
+            }
             let _ = CONFIG.set(config);
             REGISTRY_ENABLED.store(!registry_conninfo().trim().is_empty(), Ordering::Relaxed);
         }
@@ -406,18 +406,17 @@ pub fn lease_sync() -> bool {
 
 /// `snowflake_id.registry`: the registry's connection string ("" when off).
 pub fn registry_conninfo() -> String {
-    REGISTRY
-        .get()
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    text_of(&REGISTRY).unwrap_or_default()
 }
 
 /// `snowflake_id.public_id_keys`: the key file of public IDs ("" when none).
 pub fn public_id_keys() -> String {
-    PUBLIC_ID_KEYS
-        .get()
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    text_of(&PUBLIC_ID_KEYS).unwrap_or_default()
+}
+
+/// A text setting's value, as this process last read it.
+fn text_of(setting: &GucSetting<Option<CString>>) -> Option<String> {
+    setting.get().map(|c| c.to_string_lossy().into_owned())
 }
 
 /// The registry's connection string as messages show it (no password).
@@ -427,10 +426,7 @@ pub fn registry_display() -> String {
 
 /// `snowflake_id.registry_fleet`.
 pub fn registry_fleet() -> String {
-    REGISTRY_FLEET
-        .get()
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "default".into())
+    text_of(&REGISTRY_FLEET).unwrap_or_else(|| "default".into())
 }
 
 /// `snowflake_id.registry_grant`, as this process last read it.

@@ -6,8 +6,6 @@
 #         boundary 1024 with node_bits 10, and -2),
 #       the bit widths leave fewer than 35 time bits (node_bits 20 +
 #         sequence_bits 12, and the boundary node_bits 17 + sequence_bits 12),
-#       snowflake_id.epoch is so far in the past that the time field has run
-#         out (35 time bits from 2000-01-01),
 #       snowflake_id.epoch is in the future,
 #       a value PostgreSQL cannot parse (sequence_bits = '14 bits',
 #         lease_sync = 'maybe', max_clock_drift = '5 parsecs'): PostgreSQL
@@ -18,6 +16,9 @@
 #     the limit that was broken (or the file and line of the mistake);
 #   - with the prefix reserved, a session's SET of an unknown
 #     snowflake_id.* name is refused;
+#   - an epoch so far in the past that the time field has run out (35 time
+#     bits from 2000-01-01) stops no server: it starts, warns, and refuses
+#     each ID with SQLSTATE 54000 and the way out;
 #   - the boundaries are accepted: node_id 1023 with the default layout, and
 #     node_bits 16 + sequence_bits 12 (exactly 35 time bits, recent epoch)
 #     with node_id 65535 start and issue IDs that decode to that node (this
@@ -161,12 +162,24 @@ refuses bits34 "node_bits = 17, sequence_bits = 12 (34 time bits)" \
 snowflake_id.node_bits = 17
 snowflake_id.sequence_bits = 12" \
   'snowflake_id\.(node_bits|sequence_bits)' '35'
-refuses epoch_past "epoch too far in the past for 35 time bits (2000-01-01)" \
-  "snowflake_id.node_id = 1
-snowflake_id.node_bits = 16
-snowflake_id.sequence_bits = 12
-snowflake_id.epoch = '2000-01-01 00:00:00+00'" \
-  'snowflake_id\.epoch' 'past'
+# A time field that has ended stops no server (time_field_end.sh): it
+# starts, warns, and refuses each ID (54000) with the way out.
+cluster_init epoch_past "$(free_port)" "snowflake_id.node_id = 1" "snowflake_id.node_bits = 16" \
+  "snowflake_id.sequence_bits = 12" "snowflake_id.epoch = '2000-01-01 00:00:00+00'"
+if cluster_start epoch_past; then
+  pass "epoch too far in the past for 35 time bits (2000-01-01): the server starts"
+  log_has epoch_past "WARNING: .*snowflake_id\.epoch = '2000-01-01 00:00:00\+00' is too far in the past: the 35-bit time field ended" ||
+    bad "epoch 2000-01-01 with 35 time bits: no start-up warning"
+  psql_on epoch_past -c "CREATE EXTENSION snowflake_id"
+  expect_error epoch_past "snowflake_next() past the end of the time field" \
+    "SELECT snowflake_next()" '^ERROR: +54000: .*time field'
+  expect_error epoch_past "its hint: the way out" \
+    "SELECT snowflake_next()" '^HINT: .*a later snowflake_id.epoch and a snowflake_id.node_id no server ever issued under'
+  cluster_stop epoch_past
+else
+  bad "epoch 2000-01-01 with 35 time bits: the server did not start"
+  show_log epoch_past
+fi
 refuses epoch_future "epoch in the future" \
   "snowflake_id.node_id = 1
 snowflake_id.epoch = '2099-01-01 00:00:00+00'" \
