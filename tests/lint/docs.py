@@ -6,16 +6,35 @@ Compares, and prints one line per difference (FILE: what differs):
   a. the settings tables of docs/reference.md (#settings) with the
      `GucRegistry::define_*_guc` calls of src/pg/settings.rs: every setting
      and no other, its default (the `GucSetting::new` value of its static,
-     through constants), its context (`GucContext::...`) and its range (the
-     declared minimum and maximum where they bound it; where the
-     declaration is wide, i32::MIN/MAX, the range `expects()` gives, which
-     is what the server says when it refuses a value);
+     through constants), its context (`GucContext::...`) and its range as
+     the code checks it: the declared minimum and maximum where they bound
+     it; where the declaration is wide (i32::MIN .. i32::MAX) the start-up
+     validation's, the `(LO..=HI).contains(&param)` of `IdLayout::new`
+     (src/core/layout.rs, its constants evaluated) that `Config::validate`
+     (src/core/config.rs) hands the `Settings` field to, or its guard on a
+     field it matches (`n >= 0 && .. <= layout.max_node()`: 2^node_bits -
+     1); a maximum declared i32::MAX alone bounds nothing (`0 or more`).
+     `expects()`, what the server says when it refuses a value, must give
+     the same range. A setting with a unit (`GucFlags::UNIT_*`) says it in
+     its range, "(milliseconds without a unit)", and one without does not;
   b. the SQLSTATEs of the error tables (#errors, but for the "PostgreSQL's
      own" table) with those src/pg/errors.rs reports (`Code::ERRCODE_*`,
      and the quoted SQLSTATEs of the registry's refusals) and those
      registry/snowflake_registry.sql raises (`ERRCODE = '...'`); the
      "Raised by the registry's SQL" table with the registry's alone; a
-     condition name written after a SQLSTATE must be PostgreSQL's;
+     condition name written after a SQLSTATE must be PostgreSQL's. And,
+     since equal sets let a condition move to another SQLSTATE unseen,
+     each condition's: a row's first cell names its conditions in a marker
+     `<!-- ... -->` after the SQLSTATE they raise. In the extension's tables
+     a condition is an arm of `Error::report` (errors.rs): `E::Variant`, or
+     `E::Variant(Case)` where the arm gives several SQLSTATEs, by a case of
+     its pattern, of a match on a kind or a SQLSTATE, or of an `if flag`
+     (`flag`, `!flag`). In the tables of the registry's SQL and the portable
+     edition a condition is a RAISE EXCEPTION (its message; P0001 without
+     ERRCODE), named by a "fragment" of its message, which names every
+     message that contains it. Every condition must be named, under the
+     SQLSTATE the code gives it, and every name must be a condition; every
+     variant of `enum Error` must have an arm read;
   c. the metrics table (#metrics) with monitoring/queries.yaml (a metric
      is `<query>_<column>` for every column that is not a LABEL or
      DISCARD, as prometheus-postgres-exporter names them), with each type;
@@ -31,19 +50,24 @@ Compares, and prints one line per difference (FILE: what differs):
      repeated heading gets `-1`, `-2`; or an explicit `<a name>`/`id`);
   f. README.md at most 200 lines, every docs/*.md at most 400;
   g. the portable edition (portable/snowflake_id_portable.sql): the
-     SQLSTATEs it raises with the table "Raised by the portable edition"
-     (#errors); its functions in the first schema (not snowflake_portable.)
-     with the list of #the-portable-edition, and each of them with the same
-     name, arguments and return type as one of the extension's (it
-     promises the extension's signatures).
+     SQLSTATEs it raises, and each RAISE's (b), with the table "Raised by
+     the portable edition" (#errors); its functions in the first schema
+     (not snowflake_portable.) with the list of #the-portable-edition, and
+     each of them with the same name, arguments and return type as one of
+     the extension's (it promises the extension's signatures).
 
 Before the tree it tests itself: it runs on the tree with made-up
-mismatches put in (a changed default, context and range, an extra
-SQLSTATE on each side, a missing metric, a renamed alert, a changed
-argument, a broken link and anchor, a long page) and requires each to be
-reported, and checks its anchor rule on made-up headings; so that it
-cannot pass by reading nothing. It also fails when it finds nothing to
-compare in a source (a parser that no longer understands the code).
+mismatches put in (a changed default, context and range, a changed range
+check, an `expects()` unlike it, a unit dropped, an extra SQLSTATE on
+each side, a condition moved to a SQLSTATE others still raise, a case of
+one moved, the cases of an `if` swapped, a variant without an arm, a
+condition in no row and a named one the code lacks, a RAISE moved in the
+registry and in the portable edition, a RAISE in no row, a missing
+metric, a renamed alert, a changed argument, a broken link and anchor, a
+long page) and requires each to be reported, and checks its anchor rule
+on made-up headings; so that it cannot pass by reading nothing. It also
+fails when it finds nothing to compare in a source (a parser that no
+longer understands the code).
 
   python3 tests/lint/docs.py               # the tree
   python3 tests/lint/docs.py --root DIR    # another copy of the tree
@@ -61,6 +85,8 @@ README_MAX = 200
 DOCS_MAX = 400
 REFERENCE = "docs/reference.md"
 SETTINGS_RS = "src/pg/settings.rs"
+CONFIG_RS = "src/core/config.rs"
+LAYOUT_RS = "src/core/layout.rs"
 ERRORS_RS = "src/pg/errors.rs"
 REGISTRY_SQL = "registry/snowflake_registry.sql"
 PORTABLE_SQL = "portable/snowflake_id_portable.sql"
@@ -395,10 +421,14 @@ CONTEXTS = {
     "Internal": "internal",
 }
 UNITS_MS = {"ms": 1, "s": 1000, "min": 60000, "h": 3600000, "d": 86400000}
+UNIT_WORDS = {"ms": "milliseconds", "s": "seconds", "min": "minutes"}
 
 
 def code_settings(tree, problems):
-    """{name: {default, context, range, unit, kind}} from settings.rs."""
+    """{name: {default, context, range, range_from, unit, kind}} from
+    settings.rs; the range of a setting declared wide from the validation
+    (`checked_ranges`). `expects()`, what the server says of a value it
+    did not take, must give the same range."""
     raw = tree.read(SETTINGS_RS)
     src = strip_rust_comments(raw)
     consts = {m.group(1): m.group(2) for m in re.finditer(
@@ -416,6 +446,8 @@ def code_settings(tree, problems):
         body = balanced(src, src.find("{", m.end()))
         for e in re.finditer(r'"(snowflake_id\.[a-z_]+)"\s*=>\s*"((?:\\.|[^"\\])*)"', body):
             expects[e.group(1)] = e.group(2)
+    fields = settings_fields(src)
+    checked = checked_ranges(tree, problems)
     out = {}
     for m in re.finditer(r"define_([a-z]+)_guc\s*\(", src):
         kind = m.group(1)
@@ -439,7 +471,7 @@ def code_settings(tree, problems):
             default = None
         if var not in statics:
             problems.add(SETTINGS_RS, f"{name}: no `static {var}: GucSetting<..> = GucSetting::new(..)` found")
-        rng = None
+        rng, rng_from = None, SETTINGS_RS
         if kind in ("int", "float"):
             i_var = args.index(next(a for a in args if a.startswith("&")))
             i_ctx = args.index(ctx)
@@ -451,17 +483,96 @@ def code_settings(tree, problems):
             if em:
                 e_lo = norm_bound(em.group(1), unit)
                 e_hi = norm_bound(em.group(2), unit) if em.lastindex == 2 else None
-            lo = e_lo if lo is WIDE else norm_bound(str(lo), unit)
-            hi = e_hi if hi is WIDE else norm_bound(str(hi), unit)
+            field = next((f for f, v in fields.items() if v == var), None)
+            if lo is WIDE and hi is WIDE:
+                # Declared wide: the range is the start-up validation's.
+                if field in checked:
+                    lo, hi = (norm_bound(b, unit) for b in checked[field])
+                    rng_from = f"{CONFIG_RS}'s validation"
+                else:
+                    problems.add(SETTINGS_RS, f"setting {name} is declared i32::MIN .. i32::MAX, and no check of its range "
+                                 f"(Settings.{field or '?'}) was found in {CONFIG_RS} or {LAYOUT_RS}")
+                    lo, hi = e_lo, e_hi
+            else:
+                lo = e_lo if lo is WIDE else norm_bound(str(lo), unit)
+                hi = e_hi if hi is WIDE else norm_bound(str(hi), unit)
             rng = None if lo is None and hi is None else (lo, hi)
+            if em and (e_lo, e_hi) != rng:
+                problems.add(SETTINGS_RS, f"setting {name}: expects() says {text!r}, which reads {show_range((e_lo, e_hi))}, "
+                             f"but the code checks {show_range(rng)}")
         cm = re.search(r"GucContext::(\w+)", ctx)
         out[name] = {
             "default": norm_default(default, unit),
             "context": CONTEXTS.get(cm.group(1), cm.group(1).lower()) if cm else "?",
             "range": rng,
+            "range_from": rng_from,
             "unit": unit,
             "kind": kind,
         }
+    return out
+
+
+def settings_fields(src):
+    """{field of `Settings`: the static it is read from} of the `Settings {
+    .. }` that settings.rs hands to the validation."""
+    out = {}
+    m = re.search(r"\bSettings\s*\{", src)
+    if m:
+        for item in split_top(balanced(src, m.end() - 1)):
+            f = re.match(r"(\w+)\s*:\s*(.*)", item, re.S)
+            v = re.search(r"\b([A-Z][A-Z0-9_]*)\b", f.group(2)) if f else None
+            if v:
+                out[f.group(1)] = v.group(1)
+    return out
+
+
+def checked_ranges(tree, problems):
+    """{field of `Settings`: (lo, hi) as text} as the start-up validation
+    checks the settings declared wide: `Config::validate` (config.rs)
+    hands fields to `IdLayout::new` (layout.rs), whose
+    `(LO..=HI).contains(&param)` checks them (its constants evaluated);
+    and its own `n if n >= LO && (n as ..) <= layout.max_node()` guard of
+    a field it matches on (`max_node()` read as the mask of the field it
+    masks: `2^node_bits - 1`)."""
+    out = {}
+    config = strip_rust_comments(tree.read(CONFIG_RS))
+    layout = strip_rust_comments(tree.read(LAYOUT_RS))
+    consts = {m.group(1): re.sub(r"\s+as\s+\w+", "", m.group(2)) for m in re.finditer(
+        r"\bconst\s+([A-Z][A-Z0-9_]*)\s*:\s*[^=;]+=\s*(.+?);", layout, re.S)}
+    m = re.search(r"\bfn\s+validate\s*\(", config)
+    validate = balanced(config, config.find("{", m.end())) if m else ""
+    m = re.search(r"\bimpl\s+IdLayout\s*\{", layout)
+    impl = balanced(layout, m.end() - 1) if m else ""
+    m = re.search(r"\bfn\s+new\s*\(([^)]*)\)", impl)
+    if not validate or not m:
+        problems.add(CONFIG_RS, f"no `fn validate` in {CONFIG_RS} or no `fn new` in {LAYOUT_RS}: the ranges of the settings declared wide are not read")
+        return out
+    params = [re.sub(r":.*", "", p).strip() for p in m.group(1).split(",") if p.strip()]
+    new_body = balanced(impl, impl.find("{", m.end()))
+    by_param = {}
+    for r in re.finditer(r"\(\s*([^()]+?)\s*\.\.=\s*([^()]+?)\s*\)\s*\.contains\(\s*&(\w+)\s*\)", new_body):
+        try:
+            by_param[r.group(3)] = tuple(str(rust_value(re.sub(r"\s+as\s+\w+", "", b), consts)) for b in r.group(1, 2))
+        except ValueError as e:
+            problems.add(LAYOUT_RS, f"cannot evaluate the range of {r.group(3)} in IdLayout::new: {e}")
+    call = re.search(r"\bIdLayout::new\s*\(", validate)
+    if call:
+        for param, arg in zip(params, split_top(balanced(validate, call.end() - 1))):
+            f = re.search(r"\bsettings\.(\w+)", arg)
+            if f and param in by_param:
+                out[f.group(1)] = by_param[param]
+    for mm in re.finditer(r"\bmatch\s+settings\.(\w+)\s*\{", validate):
+        g = re.search(r"(\w+)\s+if\s+\1\s*>=\s*(-?[0-9]+)\s*&&\s*\(?\s*\1(?:\s+as\s+\w+)?\s*\)?\s*<=\s*layout\.(\w+)\(\)",
+                      balanced(validate, mm.end() - 1))
+        if not g:
+            continue
+        fm = re.search(r"\bfn\s+" + g.group(3) + r"\s*\([^)]*\)[^{]*\{\s*mask\(\s*self\.(\w+)\s*\)\s*\}", layout)
+        if fm:
+            out[mm.group(1)] = (g.group(2), f"2^{fm.group(1)} - 1")
+        else:
+            problems.add(LAYOUT_RS, f"cannot read layout.{g.group(3)}(), the upper bound of settings.{mm.group(1)}")
+    if not out:
+        problems.add(CONFIG_RS, "no range check of a setting found: the check reads nothing")
     return out
 
 
@@ -547,7 +658,14 @@ def check_settings(tree, problems):
             problems.add(REFERENCE, f"setting {name}: context {ctx!r}, {SETTINGS_RS} has {c['context']!r}")
         r = doc_range(row.get("range", ""), c["unit"])
         if r != c["range"]:
-            problems.add(REFERENCE, f"setting {name}: range {row.get('range')!r} reads {show_range(r)}, {SETTINGS_RS} gives {show_range(c['range'])}")
+            problems.add(REFERENCE, f"setting {name}: range {row.get('range')!r} reads {show_range(r)}, {c['range_from']} gives {show_range(c['range'])}")
+        # A bare number is read in the declared unit (GucFlags::UNIT_*).
+        unit = UNIT_WORDS.get(c["unit"])
+        said = re.search(r"\((\w+) without a unit\)", row.get("range", ""))
+        if (said.group(1) if said else None) != unit:
+            problems.add(REFERENCE, f"setting {name}: range {row.get('range')!r} " + (
+                f"does not say ({unit} without a unit), the unit {SETTINGS_RS} declares" if unit
+                else f"says ({said.group(1)} without a unit), but {SETTINGS_RS} declares no unit"))
     for name in sorted(set(code) - seen):
         problems.add(REFERENCE, f"setting {name} ({SETTINGS_RS}) is missing from the settings table")
 
@@ -648,6 +766,307 @@ def check_sqlstates(tree, problems):
             problems.add(REFERENCE, f"SQLSTATE {c} ({path}) is missing from the table of {what}")
         for c in sorted(rdoc - set(codes)):
             problems.add(REFERENCE, f"SQLSTATE {c} is in the table of {what} but {path} does not raise it")
+
+
+# ---------------------------------------------------------------- conditions
+
+# A condition of errors.rs is an arm of `Error::report`'s match: `E::Variant`,
+# or `E::Variant(Case)` where one variant gets several SQLSTATEs: a case of
+# its pattern (`E::Generate(GenerateError::Lease(..))`: `Lease`), of a match
+# inside its arm that picks the code (`ErrorKind::BadText => Code::...`:
+# `BadText`; `"53400" => Code::...`: `53400`; `_`), or of an
+# `if flag { Code::A } else { Code::B }` (`flag`, `!flag`).
+MARKER = re.compile(r"<!--(.*?)-->", re.S)
+KEY = re.compile(r"E::[A-Z]\w*(?:\([!A-Za-z0-9_]+\))?$")
+
+
+def rust_items(body):
+    """The top-level items of an enum's or a match's body: (start, text),
+    split at commas and after blocks, outside brackets, strings and char
+    literals."""
+    body = re.sub(r"&'\w+\b", "&", body)  # lifetimes are no char literals
+    items, depth, start, i, n = [], 0, 0, 0, len(body)
+    while i < n:
+        c = body[i]
+        if c == '"':
+            i += 1
+            while i < n and body[i] != '"':
+                i += 2 if body[i] == "\\" else 1
+        elif c == "'" and CHAR.match(body, i):
+            i = CHAR.match(body, i).end() - 1
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            # An arm whose body is a block ends at its brace (no comma
+            # needed): the next item starts after it.
+            if depth == 0 and c == "}" and re.match(r"\s*(?:,\s*)?E::", body[i + 1:]) and "=>" in body[start:i]:
+                items.append((start, body[start:i + 1]))
+                start = i + 1
+        elif c == "," and depth == 0:
+            items.append((start, body[start:i]))
+            start = i + 1
+        i += 1
+    items.append((start, body[start:]))
+    return [(s, t.strip().lstrip(",").strip()) for s, t in items if t.strip().strip(",").strip()]
+
+
+def split_arm(arm):
+    """(pattern, body) of a match arm: split at its first `=>` outside
+    brackets."""
+    depth = 0
+    for i, c in enumerate(arm):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "=" and depth == 0 and arm[i:i + 2] == "=>":
+            return arm[:i].strip(), arm[i + 2:].strip()
+    return arm, ""
+
+
+def code_cases(body):
+    """{case: ERRCODE macro} of a match inside an arm whose arms each give
+    a `Code::ERRCODE_*`, or of an `if flag { Code } else { Code }`; {}
+    when there is none."""
+    m = re.search(r"\bif\s+(!?\w+)\s*\{\s*Code::ERRCODE_(\w+)\s*\}\s*else\s*\{\s*Code::ERRCODE_(\w+)\s*\}", body)
+    if m:
+        flag = m.group(1).lstrip("!")
+        yes, no = (m.group(2), m.group(3)) if not m.group(1).startswith("!") else (m.group(3), m.group(2))
+        return {flag: yes, "!" + flag: no}
+    for m in re.finditer(r"\bmatch\s+[^{;]+\{", body):
+        arms = [split_arm(a) for a in split_top(balanced(body, m.end() - 1))]
+        if not arms or not all(re.fullmatch(r"Code::ERRCODE_\w+", b) for _, b in arms):
+            continue
+        out = {}
+        for pat, b in arms:
+            for alt in split_top(pat, "|"):
+                alt = alt.strip()
+                lit = re.fullmatch(r'"([^"]*)"', alt)
+                case = lit.group(1) if lit else "_" if alt == "_" else re.sub(r".*::", "", re.sub(r"[({].*", "", alt, flags=re.S)).strip()
+                out[case] = b[len("Code::ERRCODE_"):]
+        return out
+    return {}
+
+
+def code_conditions(tree, problems):
+    """{key: SQLSTATE} of every condition `Error::report` (errors.rs)
+    reports; every variant of `enum Error` must have one (a parser that
+    misses an arm must not pass)."""
+    table = errcodes()
+    src = strip_rust_comments(tree.read(ERRORS_RS))
+    m = re.search(r"\benum\s+Error\s*\{", src)
+    variants = set()
+    if m:
+        for _, item in rust_items(balanced(src, m.end() - 1)):
+            v = re.match(r"(?:#\[[^\]]*\]\s*)*([A-Z]\w*)", item)
+            if v:
+                variants.add(v.group(1))
+    m = re.search(r"\bfn\s+report\s*\(\s*self\s*\)\s*->\s*Report\s*\{", src)
+    body = balanced(src, m.end() - 1) if m else ""
+    m = re.search(r"\bmatch\s+self\s*\{", body)
+    if not variants or not m:
+        problems.add(ERRORS_RS, "no `enum Error` or no `match self` in `fn report`: the check reads nothing")
+        return {}
+    out, delegated, armed = {}, {}, set()
+    for _, arm in rust_items(balanced(body, m.end() - 1)):
+        pat, arm_body = split_arm(arm)
+        vm = re.match(r"E::([A-Z]\w*)", pat)
+        if not vm or not arm_body:
+            problems.add(ERRORS_RS, f"cannot read the arm {arm[:60]!r} of `fn report`")
+            continue
+        variant = vm.group(1)
+        armed.add(variant)
+        inner = pat[vm.end():]
+        subs = sorted(set(re.findall(r"\b[A-Z]\w*::([A-Z]\w*)", inner))) or [None]
+        keys = [f"E::{variant}" + (f"({s})" if s else "") for s in subs]
+        codes = set(re.findall(r"\bCode::ERRCODE_(\w+)", arm_body))
+        if not codes:
+            d = re.search(r"\bE::([A-Z]\w*)", arm_body)
+            if not d:
+                problems.add(ERRORS_RS, f"{keys[0]}: no `Code::ERRCODE_*` and no other condition in its arm")
+                continue
+            for k in keys:
+                delegated[k] = d.group(1)
+            continue
+        cases = code_cases(arm_body) if len(codes) > 1 else {}
+        if len(codes) > 1 and (not cases or set(cases.values()) != codes or subs != [None]):
+            problems.add(ERRORS_RS, f"{keys[0]}: its arm gives {', '.join(sorted(codes))} and this check cannot tell which case gets which")
+            continue
+        found = {f"E::{variant}({c})": macro for c, macro in cases.items()} if cases else {k: next(iter(codes)) for k in keys}
+        for k, macro in found.items():
+            if macro not in table:
+                problems.add(ERRORS_RS, f"{k}: ERRCODE_{macro} is not in PostgreSQL's errcodes (the table at the end of tests/lint/docs.py)")
+                continue
+            if k in out and out[k] != table[macro][0]:
+                problems.add(ERRORS_RS, f"{k} has two arms, with SQLSTATEs {out[k]} and {table[macro][0]}")
+            out[k] = table[macro][0]
+    for k, target in delegated.items():
+        got = {v for key, v in out.items() if key == f"E::{target}" or key.startswith(f"E::{target}(")}
+        if len(got) != 1:
+            problems.add(ERRORS_RS, f"{k} reports as E::{target}, whose SQLSTATE this check cannot tell")
+            continue
+        out[k] = got.pop()
+    for v in sorted(variants - armed):
+        problems.add(ERRORS_RS, f"E::{v} of `enum Error` has no arm in `fn report` that this check reads")
+    for v in sorted(armed - variants):
+        problems.add(ERRORS_RS, f"`fn report` has an arm for E::{v}, which `enum Error` does not have")
+    if not out:
+        problems.add(ERRORS_RS, "no condition found in `fn report`: the check reads nothing")
+    return out
+
+
+def strip_sql_comments(sql):
+    """`sql` without -- and /* */ comments (quoted text kept)."""
+    out, i, n = [], 0, len(sql)
+    while i < n:
+        if sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif sql[i] in "'\"":
+            q, j = sql[i], i + 1
+            while j < n and not (sql[j] == q and sql[j + 1:j + 2] != q):
+                j += 2 if sql[j] == q else 1
+            out.append(sql[i:j + 1])
+            i = j + 1
+        else:
+            out.append(sql[i])
+            i += 1
+    return "".join(out)
+
+
+def blank_sql_strings(sql):
+    """`sql` with the text inside quotes blanked (same length), so that a
+    word in a message is not read as code."""
+    out, i, n = list(sql), 0, len(sql)
+    while i < n:
+        if sql[i] in "'\"":
+            q, j = sql[i], i + 1
+            while j < n and not (sql[j] == q and sql[j + 1:j + 2] != q):
+                j += 2 if sql[j] == q else 1
+            for k in range(i + 1, min(j, n)):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def statement_end(sql, at):
+    """The index of the `;` that ends the statement going on at `at`
+    (quoted text skipped)."""
+    i, n = at, len(sql)
+    while i < n:
+        if sql[i] in "'\"":
+            q, i = sql[i], i + 1
+            while i < n and not (sql[i] == q and sql[i + 1:i + 2] != q):
+                i += 2 if sql[i] == q else 1
+        elif sql[i] == ";":
+            return i
+        i += 1
+    return n
+
+
+def sql_conditions(tree, path, problems):
+    """{message: SQLSTATE} of the RAISE EXCEPTIONs of a SQL file: its
+    message (a format string, `%` for each argument) is its key; one
+    without ERRCODE raises P0001. RAISE of a lower level (WARNING, NOTICE)
+    is no error, and a bare RAISE re-raises."""
+    by_cond = {cond: code for code, cond in errcodes().values() if cond}
+    sql = strip_sql_comments(tree.read(path))
+    out = {}
+    for m in re.finditer(r"\bRAISE\b\s*(\w*)\s*", blank_sql_strings(sql), re.I):
+        level = m.group(1).upper()
+        if level in ("", "DEBUG", "LOG", "INFO", "NOTICE", "WARNING") and (level or sql[m.end():m.end() + 1] == ";"):
+            continue
+        level = level or "EXCEPTION"  # RAISE 'text': an EXCEPTION
+        stmt = sql[m.end():statement_end(sql, m.end())]
+        msg = re.match(r"'((?:[^']|'')*)'", stmt)
+        if level != "EXCEPTION" or not msg:
+            problems.add(path, f"a RAISE this check cannot read: RAISE {level} {stmt[:60]!r}")
+            continue
+        text = msg.group(1).replace("''", "'")
+        e = re.search(r"\bERRCODE\s*=\s*'([^']+)'", stmt[msg.end():], re.I)
+        v = e.group(1) if e else "P0001"
+        code = v if re.fullmatch(r"[0-9A-Z]{5}", v) else by_cond.get(v.lower())
+        if code is None:
+            problems.add(path, f"ERRCODE '{v}' of {text!r} is no SQLSTATE or condition name")
+            continue
+        if out.get(text, code) != code:
+            problems.add(path, f"the message {text!r} is raised with SQLSTATEs {out[text]} and {code}")
+        out[text] = code
+    if not out:
+        problems.add(path, "no RAISE EXCEPTION found: the check reads nothing")
+    return out
+
+
+def doc_conditions(text, anchor, problems, exclude=()):
+    """[(item, SQLSTATE, first cell)] of the markers of the tables under
+    `anchor`: a marker `<!-- ... -->` in a row's first cell names the
+    conditions raised with the SQLSTATE written before it (errors.rs's
+    keys, `E::Variant`; or, for SQL, "fragments" of messages); None when
+    the section is missing."""
+    rows = doc_tables(text, anchor, "sqlstate", exclude)
+    if rows is None:
+        return None
+    out = []
+    for row in rows:
+        cell, code = row["sqlstate"], None
+        for m in re.finditer(r"`([0-9A-Z]{5})`|<!--(.*?)-->", cell):
+            if m.group(1):
+                code = m.group(1)
+                continue
+            if code is None:
+                problems.add(REFERENCE, f"#{anchor}: a marker before any SQLSTATE in {cell!r}")
+                continue
+            for quoted, bare in re.findall(r'"([^"]*)"|(\S+)', m.group(2)):
+                if not (quoted or bare):
+                    problems.add(REFERENCE, f"#{anchor}: an empty \"fragment\" in {cell!r}")
+                    continue
+                out.append((bare or quoted, code, bool(bare)))
+    return out
+
+
+def compare_conditions(problems, where, source, code, marks, keyed):
+    """The SQLSTATE of every condition of `code` ({key or message:
+    SQLSTATE}) against the row that names it (`marks`): `keyed`, by its
+    key (errors.rs); else by a fragment of its message, which names every
+    message that contains it. A condition named in no row, or a name that
+    is no condition, is a difference too."""
+    covered = set()
+    for item, doc_code, bare in marks:
+        if bare != keyed or (keyed and not KEY.match(item)):
+            problems.add(REFERENCE, f"{where}: marker item {item!r} under {doc_code} is not "
+                         + ("a condition of errors.rs (E::Variant or E::Variant(Case))" if keyed else 'a "fragment" of a message'))
+            continue
+        hits = [k for k in code if (k == item if keyed else item in k)]
+        if not hits:
+            problems.add(REFERENCE, f"{where}: the condition {item!r} (under SQLSTATE {doc_code}) is not in {source}")
+        for k in hits:
+            covered.add(k)
+            if code[k] != doc_code:
+                problems.add(REFERENCE, f"{where}: {k if keyed else repr(k)} is documented under SQLSTATE {doc_code}, {source} raises it with {code[k]}")
+    for k in sorted(set(code) - covered):
+        problems.add(REFERENCE, f"{where}: {k if keyed else repr(k)} ({source}, SQLSTATE {code[k]}) is in no row: "
+                     + ("add it to a marker" if keyed else 'add a "fragment" of its message to a marker') + " in the row of its SQLSTATE")
+
+
+def check_conditions(tree, problems):
+    text = tree.read(REFERENCE)
+    for anchor, exclude, path, what, keyed in (
+            ("errors", ("PostgreSQL's own", "registry's SQL", "portable edition"), ERRORS_RS, "the extension's error tables", True),
+            ("raised-by-the-registrys-sql", (), REGISTRY_SQL, "the table of the registry's SQL", False),
+            ("raised-by-the-portable-edition", (), PORTABLE_SQL, "the table of the portable edition", False)):
+        marks = doc_conditions(text, anchor, problems, exclude)
+        if marks is None:
+            problems.add(REFERENCE, f"no section #{anchor}")
+            continue
+        code = code_conditions(tree, problems) if keyed else sql_conditions(tree, path, problems)
+        compare_conditions(problems, what, path, code, marks, keyed)
 
 
 # ---------------------------------------------------------------- metrics and alerts
@@ -934,7 +1353,7 @@ def check_lengths(tree, problems):
 
 # ---------------------------------------------------------------- the run
 
-CHECKS = (check_settings, check_sqlstates, check_metrics, check_functions, check_portable_functions, check_links,
+CHECKS = (check_settings, check_sqlstates, check_conditions, check_metrics, check_functions, check_portable_functions, check_links,
           check_lengths)
 
 
@@ -989,6 +1408,8 @@ def self_test(tree):
              **{SETTINGS_RS: replace_once(settings, r"GucContext::Sighup", "GucContext::Suset", "context")})
         case("a changed range", ": range",
              **{SETTINGS_RS: replace_once(settings, r"\b3_600_000\b", "7_200_000", "range")})
+        case("a unit dropped", "setting snowflake_id.max_clock_offset: range '`0 .. 1h` (milliseconds without a unit)' says",
+             **{SETTINGS_RS: replace_once(settings, r"(c\"snowflake_id\.max_clock_offset\"[^;]*?)GucFlags::UNIT_MS", r"\1GucFlags::default()", "unit")})
         case("a setting only in the docs", "is documented but",
              **{REFERENCE: replace_once(reference, r"^(\| `snowflake_id\.node_bits` .*)$", r"\1\n| `snowflake_id.made_up` | `1` | `0 .. 1` | sighup | made up |", "extra setting")})
         case("an extra SQLSTATE in the code", "SQLSTATE 53100",
@@ -999,6 +1420,33 @@ def self_test(tree):
              **{REGISTRY_SQL: replace_once(tree.read(REGISTRY_SQL), r"ERRCODE = '53400'", "ERRCODE = '53300'", "registry SQLSTATE")})
         case("a SQLSTATE of the portable edition changed", "SQLSTATE 25001",
              **{PORTABLE_SQL: replace_once(tree.read(PORTABLE_SQL), r"ERRCODE = '25006'", "ERRCODE = '25001'", "portable SQLSTATE")})
+        # One condition moved to a SQLSTATE that others still raise: the
+        # sets of SQLSTATEs stay the same, only the conditions' check sees it.
+        arm = re.search(r"E::([A-Z]\w*) => report\(\s*Code::ERRCODE_(?!OBJECT_NOT_IN_PREREQUISITE_STATE\b)\w+", errors)
+        if not arm:
+            raise SelfTestError("no arm `E::Variant => report(Code::..` in errors.rs")
+        case("a condition moved to another SQLSTATE", f"E::{arm.group(1)} is documented under SQLSTATE",
+             **{ERRORS_RS: errors.replace(arm.group(0), re.sub(r"ERRCODE_\w+$", "ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE", arm.group(0)), 1)})
+        case("a case of a condition moved", "E::TextForm(BadText) is documented under SQLSTATE 22P02",
+             **{ERRORS_RS: replace_once(errors, r"(ErrorKind::BadText => Code::)ERRCODE_\w+", r"\1ERRCODE_INVALID_PARAMETER_VALUE", "moved case")})
+        case("the cases of an `if` swapped", "E::RegistryGrantEnded(lost) is documented under SQLSTATE 55000",
+             **{ERRORS_RS: replace_once(errors, r"\bif lost \{(\s*Code::)", r"if !lost {\1", "swapped if")})
+        case("a variant without an arm read", "E::MadeUp of `enum Error`",
+             **{ERRORS_RS: replace_once(errors, r"pub enum Error \{", "pub enum Error {\n    MadeUp,", "new variant")})
+        case("a condition in no row", "E::ClockSteppedBack (src/pg/errors.rs, SQLSTATE 01000) is in no row",
+             **{REFERENCE: replace_once(reference, r"\s*<!-- E::ClockSteppedBack -->", "", "unmarked condition")})
+        case("a documented condition that is not in the code", "the condition 'E::MadeUp' (under SQLSTATE 01000)",
+             **{REFERENCE: replace_once(reference, r"<!-- E::ClockSteppedBack -->", "<!-- E::ClockSteppedBack E::MadeUp -->", "made-up condition")})
+        case("a RAISE of the registry moved", "'snowflake_registry: the rows of node_ids are never deleted' is documented under SQLSTATE 55000",
+             **{REGISTRY_SQL: replace_once(tree.read(REGISTRY_SQL), r"(never deleted'\s*USING ERRCODE = ')55000'", r"\g<1>22023'", "moved RAISE")})
+        case("a RAISE of the portable edition moved", "'snowflake_id: the epoch is infinite' is documented under SQLSTATE 22008",
+             **{PORTABLE_SQL: replace_once(tree.read(PORTABLE_SQL), r"(the epoch is infinite' USING ERRCODE = ')22008'", r"\g<1>22003'", "moved portable RAISE")})
+        case("a RAISE in no row", "'snowflake_registry: made up' (registry/snowflake_registry.sql, SQLSTATE 55000) is in no row",
+             **{REGISTRY_SQL: tree.read(REGISTRY_SQL) + "\nDO $$ BEGIN RAISE EXCEPTION 'snowflake_registry: made up' USING ERRCODE = '55000'; END $$;\n"})
+        case("a changed range check", "setting snowflake_id.node_bits: range",
+             **{LAYOUT_RS: replace_once(tree.read(LAYOUT_RS), r"(const MIN_TIME_BITS: u32 = )35;", r"\g<1>36;", "range check")})
+        case("expects() unlike the check", "setting snowflake_id.sequence_bits: expects() says",
+             **{SETTINGS_RS: replace_once(settings, r'"an integer from 1 to 28\b', '"an integer from 1 to 29', "expects")})
         case("a portable function unlike the extension's", "function snowflake_node(id bigint, epoch text, node_bits bigint",
              **{PORTABLE_SQL: replace_once(tree.read(PORTABLE_SQL), r"FUNCTION snowflake_node\(id bigint, epoch text, node_bits int",
                                            "FUNCTION snowflake_node(id bigint, epoch text, node_bits bigint", "portable argument")})
