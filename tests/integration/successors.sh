@@ -13,7 +13,10 @@
 #     the floor put the IDs. In the default layout and with one sequence bit;
 #     and promoted, then crashed before its first ID and restarted; and two
 #     takeovers in a row, the second (a standby of the first successor)
-#     without the first's lease, only its timeline;
+#     without the first's lease, only its timeline; a cascaded standby
+#     promoted after its primary's primary died; a point-in-time recovery
+#     to a target a second before the end, the client's batch in that
+#     second;
 #   - a standby with a smaller max_clock_drift (5 s) than its primary (60 s)
 #     that was 39 s ahead: promoted, it issues at once (it refused every ID
 #     for 34 s); also with its own node id, accepted after the promotion;
@@ -180,6 +183,77 @@ chain_case() {
   check_outside ch2-c "two takeovers in a row, the second without the first's lease" "$low" "$high" 9
 }
 
+# cascade_case: a cascaded standby (C, a standby of the standby B) promoted
+# after the primary A died: B stopped hearing A (its walsender frozen)
+# while A handed a client a maximal batch 20 s ahead of its clock.
+cascade_case() {
+  local walsender range low high first
+  primary_and_standby casc-a casc-b "snowflake_id.sequence_bits = 1" "snowflake_id.max_clock_drift = '20s'"
+  cluster_basebackup casc-c "$(free_port)" casc-b
+  cluster_start casc-c || fail "cascade: C did not start"
+  wait_for_replay casc-c casc-a
+  walsender=$(sql_value casc-a "SELECT pid FROM pg_stat_replication")
+  [ -n "$walsender" ] || fail "cascade: no walsender on A"
+  kill -STOP "$walsender"
+  range=$(client_batch casc-a "$(max_batch 1 20000)")
+  read -r low high <<<"$range"
+  echo "cascade: A's client holds $low .. $high, $(ahead_ms casc-a "$high") ms ahead of A's clock"
+  cluster_kill9 casc-a
+  promote casc-c
+  first=$(first_insert casc-c "cascade")
+  [ "$first" -gt "$high" ] || fail "cascade: C's first ID $first is not above A's client's $high"
+  check_outside casc-c "a cascaded standby promoted, asynchronous" "$low" "$high" 9
+  check_reported casc-c "cascade"
+}
+
+# pitr_case: a point-in-time recovery to a target a second before the end:
+# in that last second the primary handed a client a maximal batch (60 s
+# ahead of its clock) whose lease the recovery never replays, committed a
+# row, and died. The restore, on a host whose max_clock_drift is 5 s,
+# promoted at the target and accepted (it may be a copy: copies.sh),
+# starts above the client's IDs.
+pitr_case() {
+  local archive="$SF_WORK/pitr-archive" target range low high first wal
+  mkdir -p "$archive"; chown postgres:postgres "$archive"
+  cluster_init pitr-p "$(free_port)" "snowflake_id.node_id = 9" "snowflake_id.sequence_bits = 1" \
+    "snowflake_id.max_clock_drift = '60s'" "archive_mode = on" "archive_command = 'cp %p $archive/%f'"
+  cluster_start pitr-p || fail "pitr: the primary did not start"
+  psql_on pitr-p -c "CREATE EXTENSION snowflake_id" -c "$FAILOVER_TABLE" \
+    -c "INSERT INTO t (src) SELECT 'before' FROM generate_series(1, 100)"
+  cluster_basebackup pitr-r "$(free_port)" pitr-p
+  rm -f "$(cluster_dir pitr-r)/standby.signal"
+  psql_on pitr-p -c "INSERT INTO t (src) SELECT 'before the target' FROM generate_series(1, 100)"
+  target=$(sql_value pitr-p "SELECT clock_timestamp()")
+  sleep 1
+  range=$(client_batch pitr-p "$(max_batch 1 60000)")
+  read -r low high <<<"$range"
+  psql_on pitr-p -c "INSERT INTO t (src) VALUES ('the end')"
+  echo "pitr: target $target; after it the client holds $low .. $high, $(ahead_ms pitr-p "$high") ms ahead of the clock"
+  wal=$(sql_value pitr-p "SELECT pg_walfile_name(pg_current_wal_lsn())")
+  psql_on pitr-p -c "SELECT pg_switch_wal()" >/dev/null
+  for _ in $(seq 1 300); do
+    [ -f "$archive/$wal" ] && break
+    sleep 0.1
+  done
+  [ -f "$archive/$wal" ] || fail "pitr: $wal was not archived within 30 s"
+  cluster_kill9 pitr-p
+  cluster_conf pitr-r "restore_command = 'cp $archive/%f %p'" "recovery_target_time = '$target'" \
+    "recovery_target_action = 'promote'" "primary_conninfo = ''" "snowflake_id.max_clock_drift = '5s'"
+  as_pg touch "$(cluster_dir pitr-r)/recovery.signal"
+  cluster_start pitr-r || fail "pitr: the restore did not start"
+  for _ in $(seq 1 300); do
+    [ "$(sql_value pitr-r "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && break
+    sleep 0.1
+  done
+  [ "$(sql_value pitr-r "SELECT pg_is_in_recovery()")" = f ] || fail "pitr: the restore did not finish recovery"
+  [ "$(sql_value pitr-r "SELECT count(*) FILTER (WHERE src = 'the end') || ' ' || count(*) FROM t")" = "0 200" ] ||
+    fail "pitr: the restore did not stop at the target"
+  psql_on pitr-r -c "SELECT snowflake_accept_configuration()" >/dev/null
+  first=$(first_insert pitr-r "pitr")
+  [ "$first" -gt "$high" ] || fail "pitr: the restore's first ID $first is not above the client's $high"
+  check_outside pitr-r "a point-in-time recovery to a second before the end" "$low" "$high" 9
+}
+
 # A standby with a smaller drift limit than its primary, 39 s ahead.
 smaller_drift_case() {
 local node=${1:-9} p="small${1:-}-p" sb="small${1:-}-s" range low old_max first label
@@ -281,15 +355,16 @@ pass "a promoted server that accepted node 11 issues after a crash before its fi
 }
 
 # The cases, all or those named: successors.sh [async12 async1 async_crash
-# chain smaller_drift smaller_drift_node copy same_change accepted_crash].
+# chain cascade pitr smaller_drift smaller_drift_node copy same_change
+# accepted_crash].
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 async_crash chain smaller_drift smaller_drift_node copy same_change accepted_crash)
+[ ${#cases[@]} -gt 0 ] || cases=(async12 async1 async_crash chain cascade pitr smaller_drift smaller_drift_node copy same_change accepted_crash)
 for c in "${cases[@]}"; do
   case $c in
     async12) async_case async12 12 ;;
     async1) async_case async1 1 ;;
     smaller_drift_node) smaller_drift_case 11 ;;
-    async_crash|chain|smaller_drift|copy|same_change|accepted_crash) "${c}_case" ;;
+    async_crash|chain|cascade|pitr|smaller_drift|copy|same_change|accepted_crash) "${c}_case" ;;
     *) fail "unknown case '$c'" ;;
   esac
 done
