@@ -113,5 +113,37 @@ class Outages(unittest.TestCase):
         self.assertEqual(problems, [])
 
 
+class ClientBatches(unittest.TestCase):
+    """range_violations(): an ID inside a batch a client kept without rows
+    is an ID issued twice (3 node bits, 12 sequence bits: node 7's IDs)."""
+
+    @staticmethod
+    def node_of(v):
+        return (v >> 12) & 7
+
+    @staticmethod
+    def id_at(ms, node, seq=0):
+        return (ms << 15) | (node << 12) | seq
+
+    def test_an_id_inside_a_batch_of_its_node(self):
+        batch = [(self.id_at(100, 7), self.id_at(200, 7, 4095), "f1")]
+        found = soak.range_violations(batch, [(self.id_at(150, 7, 3), "f1s")], self.node_of)
+        self.assertEqual(len(found), 1)
+        self.assertIn("recorded by f1s lies in the batch", found[0])
+
+    def test_ids_outside_or_of_another_node(self):
+        batch = [(self.id_at(100, 7), self.id_at(200, 7, 4095), "f1")]
+        ids = [(self.id_at(99, 7, 4095), "f1"), (self.id_at(201, 7), "f1s"), (self.id_at(150, 3), "n3")]
+        self.assertEqual(soak.range_violations(batch, ids, self.node_of), [])
+
+    def test_overlapping_batches(self):
+        a = (self.id_at(100, 7), self.id_at(200, 7, 4095), "f1")
+        b = (self.id_at(200, 7), self.id_at(300, 7), "f1s")
+        c = (self.id_at(150, 2), self.id_at(160, 2), "n2")
+        self.assertEqual(len(soak.range_violations([b], [], self.node_of, [a])), 1)
+        self.assertEqual(len(soak.range_violations([a, b], [], self.node_of)), 1)
+        self.assertEqual(soak.range_violations([c], [], self.node_of, [a]), [])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
