@@ -49,6 +49,10 @@ APT_PACKAGES=(
 APT_TEST_PACKAGES=(
   "postgresql-contrib"
   "postgresql-${PG_MAJOR}-plproxy" "postgresql-${PG_MAJOR}-auto-failover" "postgresql-${PG_MAJOR}-partman"
+  # A failover under Patroni 3.0 with etcd 3.4
+  # (tests/integration/failover_patroni.sh, which starts its own; their
+  # services are stopped and disabled below).
+  patroni etcd-server
   # The portable edition's renewal by a pg_cron job (tests/integration/portable_registry.sh).
   "postgresql-${PG_MAJOR}-cron"
   faketime
@@ -69,6 +73,19 @@ APT_TEST_PACKAGES=(
 [ $demo -eq 1 ] || APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 
 apt_ensure "${APT_PACKAGES[@]}"
+# The packages enable etcd's and Patroni's services, and start etcd where
+# services run (on its default port 2379; Patroni's waits for a
+# configuration): the test runs its own on ports of its own, so the
+# packaged ones are stopped and disabled.
+if [ $demo -eq 0 ] && [ -d /run/systemd/system ]; then
+  for unit in etcd.service patroni.service; do
+    if systemctl is-enabled --quiet "$unit" 2>/dev/null || systemctl is-active --quiet "$unit" 2>/dev/null; then
+      _pg_as_root systemctl disable --now "$unit" >/dev/null 2>&1 || true
+    fi
+  done
+elif [ $demo -eq 0 ] && [ -x /etc/init.d/etcd ] && _pg_as_root /etc/init.d/etcd status >/dev/null 2>&1; then
+  _pg_as_root /etc/init.d/etcd stop >/dev/null 2>&1 || true
+fi
 
 # The client examples (tests/integration/client_examples.sh and
 # type_clients.sh) need Node.js with npm and a Java runtime, and they and
