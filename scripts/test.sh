@@ -108,8 +108,10 @@ NOT_ON_15="citus citus_registry logical_two_writers portable_concurrency"
 # (pg_attver) on every column that the 17.10 and 18.6 reachable here reject
 # ("unrecognized parameter", in pg_upgrade's restore). 17.10 is older than
 # 18.6, and 18.6 than 19rc1, so the tests upgrade from 17 to 18 and from 18
-# to 19 (FROM:TO).
-UPGRADES=(17:18 18:19)
+# to 19 (FROM:TO); and 15 to 15 (pg_upgrade.sh alone: pg_upgrade takes one
+# major version to itself), so that the upgrade's holds and its registry
+# case run on 15 too, the version of every other test.
+UPGRADES=(15:15 17:18 18:19)
 
 versions=()
 while [ $# -gt 0 ]; do
@@ -525,8 +527,10 @@ for upgrade in "${UPGRADES[@]}"; do
   [[ " ${versions[*]} " == *" $from "* ]] && [[ " ${versions[*]} " == *" $to "* ]] || continue
   step "pg_upgrade from $from to $to"
   upgrade_start=$SECONDS
+  upgrade_tests=(pg_upgrade registry_pg_upgrade)
+  [ "$from" != "$to" ] || upgrade_tests=(pg_upgrade)
   PG_BIN=$("$(pg_config_for "$from")" --bindir) NEW_PG_BIN=$("$(pg_config_for "$to")" --bindir) \
-    bash tests/integration/run_all.sh --dir tests/upgrade pg_upgrade registry_pg_upgrade
+    bash tests/integration/run_all.sh --dir tests/upgrade "${upgrade_tests[@]}"
   echo "pg_upgrade $from -> $to: $(((SECONDS - upgrade_start + 30) / 60)) min" >>"$SUMMARY_FILE"
 done
 
