@@ -54,10 +54,13 @@ pub enum ConfigError {
 }
 
 /// The way out once a time field has ended (runbook, "The end of the time
-/// field"): no layout
-/// can form IDs above the old ones, so new IDs lie beside them, under a
-/// node id of their own.
-pub const TIME_FIELD_ENDED_HINT: &str = "No configuration can issue IDs above this node's any more. With a fixed node id: keep snowflake_id.node_bits and sequence_bits, set a later snowflake_id.epoch and a snowflake_id.node_id no server ever issued under with the old epoch, restart, and run SELECT snowflake_accept_configuration(); the new IDs sort below the old ones (docs/runbook.md, \"The end of the time field\").";
+/// field"): no layout can form IDs above the old ones, so new IDs must lie
+/// beside them, under a node id of their own, and on a new database system:
+/// a server's lease and its standbys' replay order configurations by their
+/// IDs as numbers, and remember only the last one, so in place a change
+/// back to a node id of the old epoch, or a standby replaying the change,
+/// would issue the old IDs again.
+pub const TIME_FIELD_ENDED_HINT: &str = "No configuration of this server can issue IDs above this node's any more, and none can be accepted in place. Move the databases to a new server (initdb, pg_dump or logical replication) with a later snowflake_id.epoch, the same node_bits and sequence_bits and a snowflake_id.node_id no server ever issued under with the old epoch (docs/runbook.md, \"The end of the time field\").";
 
 impl ConfigError {
     /// The hint PostgreSQL prints under the error.

@@ -130,47 +130,6 @@ impl LeaseRecord {
         })
     }
 
-    /// Where a new configuration starts at `now_unix_ms`: above every ID
-    /// this lease covers ([`LeaseRecord::floor_for`]) while its time field
-    /// lasts; once it has ended, no ID of any layout can sort after the
-    /// IDs it formed last (they are the largest any layout forms), so
-    /// beside them: the same node and sequence widths put the node id in
-    /// the same bits, and a node id other than the lease's makes every new
-    /// ID differ from every ID the old configuration issued under its node
-    /// id. Such IDs sort below the old ones, and are unique only if no
-    /// server issued under the new node id with the old epoch and widths
-    /// (the operator's to know, as for any node id).
-    pub fn plan_for(
-        &self,
-        new_layout: &IdLayout,
-        new_node_id: u64,
-        now_unix_ms: i64,
-    ) -> Result<Plan, String> {
-        let old_layout = IdLayout::new(self.node_bits.into(), self.sequence_bits.into())
-            .map_err(|e| format!("the recorded layout is not valid: {e}"))?;
-        let elapsed_ms = now_unix_ms.saturating_sub(self.epoch_unix_ms);
-        if elapsed_ms <= old_layout.max_time_ms() as i64 {
-            return self.floor_for(new_layout).map(Plan::Above);
-        }
-        if (self.node_bits, self.sequence_bits)
-            != (new_layout.node_bits(), new_layout.sequence_bits())
-            || self.node_id == new_node_id
-            || self.node_id == UNSET_NODE_ID
-            || new_node_id == UNSET_NODE_ID
-        {
-            return Err(format!(
-                "the old configuration's {}-bit time field has ended, so no ID can sort after its IDs; new IDs can only lie beside them: the same snowflake_id.node_bits ({}) and sequence_bits ({}) with a snowflake_id.node_id other than {}",
-                old_layout.time_bits(),
-                self.node_bits,
-                self.sequence_bits,
-                node_id_text(self.node_id)
-            ));
-        }
-        Ok(Plan::Beside {
-            old_node_id: self.node_id,
-        })
-    }
-
     fn body(&self, system_identifier: u64) -> String {
         let mut body = format!(
             "{HEADER}\nversion = {VERSION}\nlease_until_unix_ms = {}\nepoch_unix_ms = {}\nnode_bits = {}\nsequence_bits = {}\nnode_id = {}\nsystem_identifier = {system_identifier}\n",
@@ -333,16 +292,6 @@ pub struct Floor {
     /// The first millisecond (of the new configuration) whose IDs are all
     /// greater than `old_max_id`.
     pub first_time_ms: u64,
-}
-
-/// How a new configuration's IDs keep apart from an old lease's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plan {
-    /// Above every ID the lease covers: they sort after them.
-    Above(Floor),
-    /// Beside them, in a node id field of their own: the old time field
-    /// has ended, so no ID can sort after them.
-    Beside { old_node_id: u64 },
 }
 
 /// A lease file that exists but cannot be used.
@@ -588,54 +537,6 @@ mod tests {
             ..old
         };
         assert!(wide.floor_for(&IdLayout::new(16, 12).unwrap()).is_err());
-    }
-
-    #[test]
-    fn past_the_end_of_the_time_field_new_ids_lie_beside_the_old_ones() {
-        // Node 7 issued until the end of its 35-bit time field: no layout
-        // can form a greater ID.
-        let layout = IdLayout::new(10, 18).unwrap();
-        let ended = LeaseRecord {
-            node_bits: 10,
-            sequence_bits: 18,
-            node_id: 7,
-            lease_until_unix_ms: record().epoch_unix_ms + layout.max_time_ms() as i64,
-            ..record()
-        };
-        let end_unix_ms = ended.epoch_unix_ms + layout.max_time_ms() as i64;
-        // Above while the field lasts, as before: a node id change alone
-        // starts after the lease; a lease at the field's last millisecond
-        // cannot be followed, and is refused as before.
-        let early = LeaseRecord {
-            lease_until_unix_ms: ended.epoch_unix_ms + 1000,
-            ..ended
-        };
-        assert!(matches!(
-            early.plan_for(&layout, 8, end_unix_ms),
-            Ok(Plan::Above(Floor {
-                first_time_ms: 1001,
-                ..
-            }))
-        ));
-        assert!(ended.plan_for(&layout, 8, end_unix_ms).is_err());
-        // Beside once it has ended: the same widths and another node id.
-        assert_eq!(
-            ended.plan_for(&layout, 8, end_unix_ms + 1),
-            Ok(Plan::Beside { old_node_id: 7 })
-        );
-        // The same node id, other widths, or an unset one: refused, naming
-        // the way that works.
-        for (new_layout, node) in [
-            (layout, 7),
-            (IdLayout::new(9, 18).unwrap(), 8),
-            (IdLayout::new(10, 17).unwrap(), 8),
-            (layout, UNSET_NODE_ID),
-        ] {
-            let e = ended
-                .plan_for(&new_layout, node, end_unix_ms + 1)
-                .unwrap_err();
-            assert!(e.contains("other than 7"), "{e}");
-        }
     }
 
     #[test]

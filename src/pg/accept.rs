@@ -24,7 +24,7 @@ use crate::core::generator::lease_target;
 use crate::core::instance::{
     remove_marker, write_marker, HOLD_FILE_NAME, IDENTITY_FILE_NAME, UPGRADED_FILE_NAME,
 };
-use crate::core::lease::{successor_floor_ms, LeaseRecord, Plan, UNSET_NODE_ID};
+use crate::core::lease::{successor_floor_ms, LeaseRecord};
 use crate::pg::clock;
 use crate::pg::message::message_text;
 use crate::pg::settings::{self, data_dir};
@@ -106,17 +106,8 @@ impl Shared {
                     .saturating_add(bound_ms.saturating_sub(1).min(i64::MAX as u64) as i64),
                 ..old
             }
-            .plan_for(
-                layout,
-                config.node_id.unwrap_or(UNSET_NODE_ID),
-                clock::unix_now_ms(),
-            )
-            .map_or(layout.max_time_ms(), |plan| match plan {
-                Plan::Above(f) => f.first_time_ms,
-                // Its IDs under the old configuration lie in another node
-                // id field: only those under this one count.
-                Plan::Beside { .. } => bound_ms,
-            }),
+            .floor_for(layout)
+            .map_or(layout.max_time_ms(), |f| f.first_time_ms),
             None => bound_ms,
         }
         .min(layout.max_time_ms());
@@ -173,7 +164,6 @@ impl Shared {
         // missing lease can have covered.
         let mut floor_ms = None;
         let mut old_max_id = None;
-        let mut beside = false;
         // SAFETY: `guard` holds self.lock exclusively; the field is copied out
         // at once.
         match (blocked, unsafe { self.guarded() }.recorded) {
@@ -183,39 +173,29 @@ impl Shared {
                 ))
             }
             (_, Some(old)) => {
+                let plan = old
+                    .floor_for(&config.layout)
+                    .map_err(Refusal::Unorderable)?;
+                // As far ahead as the old configuration's IDs may have run
+                // (its recorded limit and the clocks' difference), or this
+                // server's own limit: no further.
+                let reach_ms = old.drift_limit_ms.map_or(max_drift_ms, |old_limit| {
+                    old_limit.max(max_drift_ms) + settings::max_clock_offset_ms()
+                });
+                if plan.first_time_ms as i64 > now_ms.saturating_add(reach_ms as i64) {
+                    return Err(Refusal::TooFarAhead {
+                        first_time_ms: plan.first_time_ms,
+                        now_ms,
+                        old_max_id: plan.old_max_id,
+                    });
+                }
+                floor_ms = Some(plan.first_time_ms);
+                old_max_id = Some(plan.old_max_id);
                 accepted.push(old.differences(&current_record(config, 0)).join("; "));
-                let node_id = config.node_id.unwrap_or(UNSET_NODE_ID);
-                match old
-                    .plan_for(layout, node_id, clock::unix_now_ms())
-                    .map_err(Refusal::Unorderable)?
+                if (old.node_bits, old.sequence_bits)
+                    != (layout.node_bits(), layout.sequence_bits())
                 {
-                    Plan::Beside { old_node_id } => {
-                        accepted.push(format!("the old configuration's time field has ended, so no ID can sort after its IDs: new IDs sort below them, and differ from every ID node id {old_node_id} issued under it in the node id field; they are unique only if no server ever issued under node id {node_id} with the old epoch and widths"));
-                        beside = true;
-                    }
-                    Plan::Above(plan) => {
-                        // As far ahead as the old configuration's IDs may
-                        // have run (its recorded limit and the clocks'
-                        // difference), or this server's own limit: no
-                        // further.
-                        let reach_ms = old.drift_limit_ms.map_or(max_drift_ms, |old_limit| {
-                            old_limit.max(max_drift_ms) + settings::max_clock_offset_ms()
-                        });
-                        if plan.first_time_ms as i64 > now_ms.saturating_add(reach_ms as i64) {
-                            return Err(Refusal::TooFarAhead {
-                                first_time_ms: plan.first_time_ms,
-                                now_ms,
-                                old_max_id: plan.old_max_id,
-                            });
-                        }
-                        floor_ms = Some(plan.first_time_ms);
-                        old_max_id = Some(plan.old_max_id);
-                        if (old.node_bits, old.sequence_bits)
-                            != (layout.node_bits(), layout.sequence_bits())
-                        {
-                            accepted.push("the layout changed: every server issuing IDs for the same tables must run this layout before any of them issues again, or their IDs collide across nodes (stop issuing on all, change all, accept on each)".into());
-                        }
-                    }
+                    accepted.push("the layout changed: every server issuing IDs for the same tables must run this layout before any of them issues again, or their IDs collide across nodes (stop issuing on all, change all, accept on each)".into());
                 }
             }
             (_, None) => {}
@@ -285,9 +265,6 @@ impl Shared {
         }
         self.blocked.store(Blocked::No as u32, Ordering::Release);
         let mut text = format!("accepted: {}", accepted.join("; "));
-        if beside {
-            text.push_str("; new IDs start from the clock under the new epoch");
-        }
         if let Some(max) = old_max_id {
             text.push_str(&format!(
                 "; new IDs are greater than {max}, the largest ID the old configuration can have issued"

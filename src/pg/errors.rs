@@ -681,7 +681,7 @@ impl Error {
             E::AcceptUnorderable(message) => report(
                 Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 message,
-                "Keep the old layout: the new one cannot issue IDs greater than the existing ones. Once the old time field has ended, keep its node_bits and sequence_bits and give this server a node id no server issued under with the old epoch.",
+                "Keep the old layout: the new one cannot issue IDs greater than the existing ones. Once the old time field has ended, see docs/runbook.md, \"The end of the time field\".",
             ),
             E::AcceptTooFarAhead {
                 old_max_id,
