@@ -19,7 +19,10 @@
 #   - a server with its node id from a registry: pg_upgrade's own starts
 #     write no lease (no worker runs in binary-upgrade mode), so the
 #     upgraded server is held until the lease is copied, then issues above
-#     the old cluster's largest ID.
+#     the old cluster's largest ID;
+#   - a server started in binary-upgrade mode, as pg_upgrade starts both,
+#     runs no worker of the extension (15 starts background workers there;
+#     the code before ran the lease worker).
 #
 #   PG_BIN=<old bin> NEW_PG_BIN=<new bin> bash tests/upgrade/pg_upgrade.sh
 #
@@ -214,3 +217,29 @@ wait_issuing regnew 20
 reg_first=$(sql_value regnew "SELECT max(id) FROM t")
 [ "$reg_first" -gt "$reg_max" ] || fail "the upgraded fleet server issued $reg_first, not above the old largest ID $reg_max"
 pass "with a registry: held without the lease; with it, IDs above the old cluster's largest ($reg_first > $reg_max)"
+
+# --- pg_upgrade's own starts are in binary-upgrade mode (postgres -b): the
+# extension starts no worker there, whether or not PostgreSQL starts
+# background workers in that mode (15 does: its logical replication
+# launcher runs; on the code before, so did the lease worker).
+PG_BIN=$NEW_PG_BIN cluster_init binup "$(free_port)" "snowflake_id.node_id = 13"
+(cd / && as_pg "$NEW_PG_BIN/pg_ctl" -D "$(cluster_dir binup)" -l "$(cluster_log binup)" -o "-b" -w -t 60 start >/dev/null) ||
+  fail "the server did not start in binary-upgrade mode"
+children() { ps -o args= --ppid "$(head -1 "$(cluster_dir binup)/postmaster.pid")" || true; }
+launcher=no
+for _ in $(seq 1 50); do
+  grep -q "logical replication launcher" <<<"$(children)" && { launcher=yes; break; }
+  sleep 0.1
+done
+if [ "$launcher" = yes ]; then
+  # PostgreSQL started its own worker: ours, registered with it, would be up
+  # by now or within the second after.
+  sleep 1
+  ! grep -q "snowflake_id" <<<"$(children)" ||
+    fail "in binary-upgrade mode the extension started a worker: $(children | grep snowflake_id)"
+  pass "in binary-upgrade mode (pg_upgrade's starts) PostgreSQL $new_major starts its background workers, the extension none"
+else
+  ! grep -q "snowflake_id" <<<"$(children)" || fail "in binary-upgrade mode the extension started a worker"
+  pass "in binary-upgrade mode PostgreSQL $new_major starts no background worker, nor does the extension"
+fi
+cluster_stop binup
