@@ -101,11 +101,33 @@ primary_and_standby() {
 # cut_off NAME CONF...: primary_and_standby NAME-p NAME-s, then the standby
 # stops hearing the primary (the walsender frozen with SIGSTOP).
 cut_off() {
-  local name=$1 p="$1-p" walsender; shift
-  primary_and_standby "$p" "$name-s" "$@"
-  walsender=$(sql_value "$p" "SELECT pid FROM pg_stat_replication")
-  [ -n "$walsender" ] || fail "$name: no walsender"
+  local name=$1; shift
+  primary_and_standby "$name-p" "$name-s" "$@"
+  freeze_walsender "$name-p"
+}
+
+# freeze_walsender P: P's one standby stops hearing it (its walsender
+# frozen with SIGSTOP).
+freeze_walsender() {
+  local walsender
+  walsender=$(sql_value "$1" "SELECT pid FROM pg_stat_replication")
+  [ -n "$walsender" ] || fail "$1: no walsender"
   kill -STOP "$walsender"
+}
+
+# batch_then_takeover OLD NEW COUNT NAME LABEL: OLD's client takes a batch
+# of COUNT IDs and keeps it; OLD is killed and NEW promoted at once; NEW's
+# first insert, and every ID after it, lie above the batch (check_outside).
+batch_then_takeover() {
+  local old=$1 new=$2 name=$4 range low high first
+  range=$(client_batch "$old" "$3")
+  read -r low high <<<"$range"
+  echo "$name: $old's client holds $low .. $high, $(ahead_ms "$old" "$high") ms ahead of its clock"
+  cluster_kill9 "$old"
+  promote "$new"
+  first=$(first_insert "$new" "$name")
+  [ "$first" -gt "$high" ] || fail "$name: $new's first ID $first is not above $old's client's $high"
+  check_outside "$new" "$5" "$low" "$high" 9
 }
 
 # async_case NAME SEQUENCE_BITS: asynchronous failover with IDs a client
@@ -157,7 +179,7 @@ async_crash_case() {
 # seconds. C never saw B's lease, only B's timeline: it must start above
 # the client's batch all the same.
 chain_case() {
-  local walsender range low high first st
+  local walsender st
   primary_and_standby ch2-a ch2-b
   cluster_basebackup ch2-c "$(free_port)" ch2-b
   cluster_start ch2-c || fail "chain: C did not start"
@@ -173,36 +195,20 @@ chain_case() {
   wait_for_replay ch2-c ch2-b
   walsender=${st%% *}
   kill -STOP "$walsender"
-  range=$(client_batch ch2-b "$(max_batch 12 5000)")
-  read -r low high <<<"$range"
-  echo "chain: B's client holds $low .. $high, $(ahead_ms ch2-b "$high") ms ahead of B's clock"
-  cluster_kill9 ch2-b
-  promote ch2-c
-  first=$(first_insert ch2-c "chain")
-  [ "$first" -gt "$high" ] || fail "chain: C's first ID $first is not above B's client's $high"
-  check_outside ch2-c "two takeovers in a row, the second without the first's lease" "$low" "$high" 9
+  batch_then_takeover ch2-b ch2-c "$(max_batch 12 5000)" chain \
+    "two takeovers in a row, the second without the first's lease"
 }
 
 # cascade_case: a cascaded standby (C, a standby of the standby B) promoted
 # after the primary A died: B stopped hearing A (its walsender frozen)
 # while A handed a client a maximal batch 20 s ahead of its clock.
 cascade_case() {
-  local walsender range low high first
   primary_and_standby casc-a casc-b "snowflake_id.sequence_bits = 1" "snowflake_id.max_clock_drift = '20s'"
   cluster_basebackup casc-c "$(free_port)" casc-b
   cluster_start casc-c || fail "cascade: C did not start"
   wait_for_replay casc-c casc-a
-  walsender=$(sql_value casc-a "SELECT pid FROM pg_stat_replication")
-  [ -n "$walsender" ] || fail "cascade: no walsender on A"
-  kill -STOP "$walsender"
-  range=$(client_batch casc-a "$(max_batch 1 20000)")
-  read -r low high <<<"$range"
-  echo "cascade: A's client holds $low .. $high, $(ahead_ms casc-a "$high") ms ahead of A's clock"
-  cluster_kill9 casc-a
-  promote casc-c
-  first=$(first_insert casc-c "cascade")
-  [ "$first" -gt "$high" ] || fail "cascade: C's first ID $first is not above A's client's $high"
-  check_outside casc-c "a cascaded standby promoted, asynchronous" "$low" "$high" 9
+  freeze_walsender casc-a
+  batch_then_takeover casc-a casc-c "$(max_batch 1 20000)" cascade "a cascaded standby promoted, asynchronous"
   check_reported casc-c "cascade"
 }
 
