@@ -464,10 +464,16 @@ impl Error {
                 format!("The last ID this server issued has the time {last_issued}. The system clock stepped back, or the server restarted after a lease that lies ahead of the clock: issuing now could not keep IDs unique and ordered without waiting for the clock to catch up."),
                 format!("Correct the system clock, or wait until it passes {last_issued}, or raise snowflake_id.max_clock_drift (ALTER SYSTEM SET snowflake_id.max_clock_drift = '1h'; SELECT pg_reload_conf();). Never delete the lease file (snowflake_id.lease) to clear this error: it is what keeps new IDs after the old ones."),
             ),
-            E::Generate(e @ (GenerateError::TimeExhausted { .. } | GenerateError::TooMany { .. })) => report(
+            E::Generate(e @ GenerateError::TimeExhausted { .. }) => report(
                 Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                 e.to_string(),
                 crate::core::config::TIME_FIELD_ENDED_HINT,
+            ),
+            // Fewer IDs still fit: the field is not used up yet.
+            E::Generate(e @ GenerateError::TooMany { .. }) => report(
+                Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                e.to_string(),
+                "Ask for fewer IDs: the time field is near its end. Once it is used up, see docs/runbook.md, \"The end of the time field\".",
             ),
             E::Generate(e @ GenerateError::BatchTooLarge { .. }) => report(
                 Code::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
