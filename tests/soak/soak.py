@@ -1022,6 +1022,16 @@ class Nemesis:
             raise Violation(f"{f['kind']}: {c.name}'s first ID {first} is not above {above}, "
                             f"which its predecessor handed a client")
 
+    def writes_after_takeover(self, f, winner, loser, above):
+        """The end of a takeover of the fixed server: winner's writer
+        starts, its first ID is checked above `above` (took_over), it runs
+        for the fault's duration, and loser comes back as its standby."""
+        self.fleet.start_writer(winner.name)
+        self.took_over(f, winner, above)
+        time.sleep(f["duration"])
+        self.swap_fixed(winner, loser)
+        return [winner.name]
+
     def swap_fixed(self, winner, loser):
         """winner is the fixed server from here on; loser, gone for good,
         comes back as its standby (a new base backup)."""
@@ -1051,11 +1061,7 @@ class Nemesis:
         fl.stop_writer(primary.name)
         primary.kill9()
         standby.as_pg(f"{fl.bin}/pg_ctl", "-D", standby.dir, "-w", "-t", "60", "promote")
-        fl.start_writer(standby.name)
-        self.took_over(f, standby, high)
-        time.sleep(f["duration"])
-        self.swap_fixed(standby, primary)
-        return [standby.name]
+        return self.writes_after_takeover(f, standby, primary, high)
 
     def copy_drift(self, f):
         """An accepted copy of an original that ran a larger drift limit:
@@ -1107,11 +1113,7 @@ class Nemesis:
         if held != "copied":
             raise Violation(f"copy_drift: the copy of {original.name} is not held as a copy ({held!r})")
         copy.psql("SELECT snowflake_accept_configuration()")
-        fl.start_writer(copy.name)
-        self.took_over(f, copy, high)
-        time.sleep(f["duration"])
-        self.swap_fixed(copy, original)
-        return [copy.name]
+        return self.writes_after_takeover(f, copy, original, high)
 
     def upgrade(self, f):
         """pg_upgrade of the fixed server, to the same major version (the
