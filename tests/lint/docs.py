@@ -312,20 +312,27 @@ def strip_rust_comments(src):
             j = n if j < 0 else j + 1 + len(hashes)
             out.append(src[i:j])
             i = j
-        elif c == '"':
-            j = i + 1
-            while j < n and src[j] != '"':
-                j += 2 if src[j] == "\\" else 1
+        elif literal_end(src, i) is not None:
+            j = literal_end(src, i)
             out.append(src[i:j + 1])
             i = j + 1
-        elif c == "'" and CHAR.match(src, i):
-            m = CHAR.match(src, i)
-            out.append(m.group(0))
-            i = m.end()
         else:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def literal_end(src, i):
+    """The index of the last character of the string or char literal that
+    starts at `i`, or None when none does."""
+    if src[i] == '"':
+        i += 1
+        while i < len(src) and src[i] != '"':
+            i += 2 if src[i] == "\\" else 1
+        return i
+    if src[i] == "'" and CHAR.match(src, i):
+        return CHAR.match(src, i).end() - 1
+    return None
 
 
 def balanced(src, open_at):
@@ -334,12 +341,9 @@ def balanced(src, open_at):
     depth, i, n = 0, open_at, len(src)
     while i < n:
         c = src[i]
-        if c == '"':
-            i += 1
-            while i < n and src[i] != '"':
-                i += 2 if src[i] == "\\" else 1
-        elif c == "'" and CHAR.match(src, i):
-            i = CHAR.match(src, i).end() - 1
+        end = literal_end(src, i)
+        if end is not None:
+            i = end
         elif c in "([{":
             depth += 1
         elif c in ")]}":
@@ -788,12 +792,9 @@ def rust_items(body):
     items, depth, start, i, n = [], 0, 0, 0, len(body)
     while i < n:
         c = body[i]
-        if c == '"':
-            i += 1
-            while i < n and body[i] != '"':
-                i += 2 if body[i] == "\\" else 1
-        elif c == "'" and CHAR.match(body, i):
-            i = CHAR.match(body, i).end() - 1
+        end = literal_end(body, i)
+        if end is not None:
+            i = end
         elif c in "([{":
             depth += 1
         elif c in ")]}":
