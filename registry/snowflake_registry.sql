@@ -38,6 +38,10 @@
 BEGIN;
 -- (Quiet: the notices of a first install, "does not exist, skipping".)
 SET LOCAL client_min_messages = warning;
+-- Every name below resolves in the catalog: nothing a tenant of this
+-- database planted on the installer's path (a schema named like the
+-- installer, public) runs with the installer's rights.
+SET LOCAL search_path = pg_catalog, pg_temp;
 
 DO $$
 BEGIN
@@ -47,7 +51,92 @@ BEGIN
 END
 $$;
 
-CREATE SCHEMA IF NOT EXISTS snowflake_registry;
+-- The install takes nothing from others (the class of PostgreSQL's
+-- CVE-2022-2625): a schema this script did not make, an object in it that
+-- another role owns, or another role that may create objects in it could
+-- hold a trigger, a function or an operator that then runs with the
+-- installer's rights inside the SECURITY DEFINER functions below. So the
+-- schema is made here, or it must be the installer's with everything in it.
+DO $$
+DECLARE
+    schema_oid oid;
+    schema_owner oid;
+    bad text;
+BEGIN
+    SELECT n.oid, n.nspowner INTO schema_oid, schema_owner
+    FROM pg_namespace n WHERE n.nspname = 'snowflake_registry';
+    IF NOT FOUND THEN
+        -- (Not IF NOT EXISTS: a schema made meanwhile by another role fails
+        -- the install.)
+        CREATE SCHEMA snowflake_registry;
+        RETURN;
+    END IF;
+    IF schema_owner <> current_user::regrole THEN
+        RAISE EXCEPTION 'snowflake_registry: the schema "snowflake_registry" belongs to role "%", not to the installing role "%"',
+            schema_owner::regrole, current_user
+            USING ERRCODE = '42501',
+                  DETAIL = 'A schema this script did not make may hold objects that would run with the installer''s rights inside the registry''s functions.',
+                  HINT = 'Install and upgrade the registry as the role that owns its schema (SET ROLE). A schema someone else made: look at it, drop it (DROP SCHEMA snowflake_registry CASCADE), and install again.';
+    END IF;
+    SELECT format('role %s may create objects in the schema "snowflake_registry"',
+                  CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE format('"%s"', a.grantee::regrole) END)
+    INTO bad
+    FROM pg_namespace n, aclexplode(n.nspacl) a
+    WHERE n.oid = schema_oid AND a.privilege_type = 'CREATE' AND a.grantee <> schema_owner
+    LIMIT 1;
+    IF bad IS NULL THEN
+        -- Every object in the schema, and every trigger, rule and policy on
+        -- its tables, is the schema owner's (the script makes no other).
+        SELECT format('%s belongs to role "%s", not to the schema''s owner "%s"', o.what, o.owner::regrole, schema_owner::regrole)
+        INTO bad
+        FROM (SELECT format('the %s %s', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'S' THEN 'sequence'
+                                                         WHEN 'i' THEN 'index' ELSE 'table' END, c.oid::regclass) AS what,
+                     c.relowner AS owner
+              FROM pg_class c WHERE c.relnamespace = schema_oid
+              UNION ALL SELECT format('the function %s', p.oid::regprocedure), p.proowner
+              FROM pg_proc p WHERE p.pronamespace = schema_oid
+              UNION ALL SELECT format('the type %s', t.oid::regtype), t.typowner
+              FROM pg_type t WHERE t.typnamespace = schema_oid
+              UNION ALL SELECT format('the operator %s', o.oid::regoperator), o.oprowner
+              FROM pg_operator o WHERE o.oprnamespace = schema_oid
+              UNION ALL SELECT format('the collation %s', l.collname), l.collowner
+              FROM pg_collation l WHERE l.collnamespace = schema_oid
+              UNION ALL SELECT format('the conversion %s', v.conname), v.conowner
+              FROM pg_conversion v WHERE v.connamespace = schema_oid
+              UNION ALL SELECT format('the operator class %s', oc.opcname), oc.opcowner
+              FROM pg_opclass oc WHERE oc.opcnamespace = schema_oid
+              UNION ALL SELECT format('the operator family %s', f.opfname), f.opfowner
+              FROM pg_opfamily f WHERE f.opfnamespace = schema_oid
+              UNION ALL SELECT format('the text search configuration %s', ts.cfgname), ts.cfgowner
+              FROM pg_ts_config ts WHERE ts.cfgnamespace = schema_oid
+              UNION ALL SELECT format('the text search dictionary %s', td.dictname), td.dictowner
+              FROM pg_ts_dict td WHERE td.dictnamespace = schema_oid
+              UNION ALL SELECT format('the statistics object %s', se.stxname), se.stxowner
+              FROM pg_statistic_ext se WHERE se.stxnamespace = schema_oid) o
+        WHERE o.owner <> schema_owner
+        LIMIT 1;
+    END IF;
+    IF bad IS NULL THEN
+        SELECT format('the %s %s on %s is not one this script makes', x.kind, x.name, x.rel::regclass)
+        INTO bad
+        FROM (SELECT 'trigger' AS kind, t.tgname::text AS name, t.tgrelid AS rel
+              FROM pg_trigger t WHERE NOT t.tgisinternal
+                AND t.tgname NOT IN ('keep_reach', 'keep_floors', 'keep_floors_truncate')
+              UNION ALL SELECT 'rule', r.rulename::text, r.ev_class FROM pg_rewrite r
+              WHERE r.rulename <> '_RETURN'
+              UNION ALL SELECT 'policy', p.polname::text, p.polrelid FROM pg_policy p) x
+        JOIN pg_class c ON c.oid = x.rel
+        WHERE c.relnamespace = schema_oid
+        LIMIT 1;
+    END IF;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'snowflake_registry: the install stops: %', bad
+            USING ERRCODE = '42501',
+                  DETAIL = 'What another role made or owns in the registry''s schema could run with the rights of the registry''s functions (SECURITY DEFINER), or rewrite its floors and tokens.',
+                  HINT = 'Look at it and remove it (or REVOKE CREATE ON SCHEMA snowflake_registry FROM that role), then install again as the schema''s owner.';
+    END IF;
+END
+$$;
 REVOKE ALL ON SCHEMA snowflake_registry FROM PUBLIC;
 GRANT USAGE ON SCHEMA snowflake_registry TO snowflake_registry_client;
 
@@ -437,6 +526,86 @@ AS $$
     SELECT n.until_ms >= p_now_ms AND (n.released_at IS NULL OR snowflake_registry.fenced(n))
 $$;
 
+-- Who holds a row lock of p_table, in words, for the messages of a call
+-- that gave up waiting: the fleet's operator can end that session. Runs as
+-- the registry's owner, who sees every session. The row's xmax names the
+-- locking transaction when it locked the row at its top level; when it
+-- locked it in a subtransaction (as lock_fleet and lock_node do, in their
+-- exception blocks) pg_locks no longer shows that id once the
+-- subtransaction ends, so then the holder is the session, other than this
+-- one, that holds the table's RowShareLock (every row lock takes it, and
+-- keeps it to the transaction's end) and waits on no lock itself, in the
+-- transaction open longest.
+CREATE OR REPLACE FUNCTION snowflake_registry.locker_text(p_table regclass, p_xmax xid)
+RETURNS text LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(
+        (SELECT format('registry process %s (role "%s", application "%s", client %s, %s, in a transaction open since %s)',
+                       a.pid, a.usename, a.application_name, coalesce(host(a.client_addr), 'local'), a.state,
+                       to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC')
+         FROM pg_stat_activity a
+         WHERE a.pid = coalesce(
+             (SELECT l.pid FROM pg_locks l
+              WHERE l.locktype = 'transactionid' AND l.transactionid = p_xmax AND l.granted LIMIT 1),
+             (SELECT b.pid FROM pg_locks l JOIN pg_stat_activity b ON b.pid = l.pid
+              WHERE l.locktype = 'relation' AND l.relation = p_table AND l.mode = 'RowShareLock' AND l.granted
+                AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                AND b.pid <> pg_backend_pid() AND b.wait_event_type IS DISTINCT FROM 'Lock'
+              ORDER BY b.xact_start, b.pid LIMIT 1))),
+        'a session of the registry that has ended since')
+$$;
+
+-- The row locks a call waits for, each for at most a second (the
+-- lock_timeout of these two functions): a client of the registry that
+-- keeps its transaction open after a call holds the rows that call locked,
+-- and no other server's call may wait on it longer than that. The error
+-- names the session that holds the row. (A real lock wait, not a polled
+-- SKIP LOCKED: its queue is fair, so claims of many servers starting at
+-- once each wait their turn, not a second and then fail.)
+CREATE OR REPLACE FUNCTION snowflake_registry.lock_fleet(p_fleet text)
+RETURNS snowflake_registry.fleets
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '1s'
+AS $$
+DECLARE
+    f snowflake_registry.fleets;
+BEGIN
+    SELECT * INTO f FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet FOR UPDATE;
+    RETURN f;
+EXCEPTION WHEN lock_not_available THEN
+    RAISE EXCEPTION 'the claims of fleet "%" wait on %', p_fleet,
+        snowflake_registry.locker_text('snowflake_registry.fleets',
+            (SELECT g.xmax FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet))
+        USING ERRCODE = '55P03',
+              DETAIL = 'A claim locks its fleet''s row until its transaction ends; that session keeps one open.',
+              HINT = 'Clients of the registry call its functions in transactions of their own. End that session (SELECT pg_terminate_backend(pid)); the servers retry by themselves.';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.lock_node(p_fleet text, p_node_id int)
+RETURNS snowflake_registry.node_ids
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '1s'
+AS $$
+DECLARE
+    cur snowflake_registry.node_ids;
+BEGIN
+    SELECT * INTO cur FROM snowflake_registry.node_ids n
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
+    RETURN cur;
+EXCEPTION WHEN lock_not_available THEN
+    RAISE EXCEPTION 'the calls for node id % of fleet "%" wait on %', p_node_id, p_fleet,
+        snowflake_registry.locker_text('snowflake_registry.node_ids',
+            (SELECT n.xmax FROM snowflake_registry.node_ids n WHERE n.fleet = p_fleet AND n.node_id = p_node_id))
+        USING ERRCODE = '55P03',
+              DETAIL = 'A claim, renewal, release or resumption locks the node id''s row until its transaction ends; that session keeps one open.',
+              HINT = 'Clients of the registry call its functions in transactions of their own. End that session (SELECT pg_terminate_backend(pid)); the servers retry by themselves.';
+END
+$$;
+
 -- Claims a node id for a starting server. p_node_id: the id the server is
 -- configured with (NULL: any free one, p_preferred first). Returns the id,
 -- the claim, the floor (issue only IDs with a time above it) and the grant.
@@ -483,8 +652,8 @@ BEGIN
         INSERT INTO snowflake_registry.fleets (fleet) VALUES (p_fleet) ON CONFLICT DO NOTHING;
     END IF;
     -- Serialises the claims of this fleet.
-    SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet FOR UPDATE;
-    IF NOT FOUND THEN
+    f := snowflake_registry.lock_fleet(p_fleet);
+    IF f.fleet IS NULL THEN
         SELECT coalesce(string_agg(format('"%s"', g.fleet), ', ' ORDER BY g.fleet), 'none') INTO holders
         FROM (SELECT g.fleet FROM snowflake_registry.fleets g ORDER BY g.fleet LIMIT 20) g;
         RAISE EXCEPTION 'fleet "%" does not exist in this registry', p_fleet
@@ -610,25 +779,24 @@ BEGIN
         END IF;
     END IF;
 
-    SELECT * INTO cur FROM snowflake_registry.node_ids n
-    WHERE n.fleet = p_fleet AND n.node_id = chosen FOR UPDATE;
+    cur := snowflake_registry.lock_node(p_fleet, chosen);
     -- Chosen before its row was locked: a renewal or a resumption may have
     -- made the claim live again meanwhile (a renewal may extend a grant
     -- past its end). Never taken then: resume() rests on that.
-    IF FOUND AND snowflake_registry.is_live(cur, now_ms) THEN
+    IF cur.fleet IS NOT NULL AND snowflake_registry.is_live(cur, now_ms) THEN
         RAISE EXCEPTION 'node id % of fleet "%" was renewed while this claim chose it', chosen, p_fleet
             USING ERRCODE = '40001',
                   HINT = 'The claim is retried by itself.';
     END IF;
     -- -1: never granted, any time is free (unless fenced).
-    new_floor := greatest(CASE WHEN FOUND THEN cur.max_until_ms ELSE -1 END, f.fence_ms);
+    new_floor := greatest(CASE WHEN cur.fleet IS NOT NULL THEN cur.max_until_ms ELSE -1 END, f.fence_ms);
     -- The grant reaches p_grant_ms past the holder's present or the floor,
     -- and never more than max_grant_ms past the registry's clock (the bound
     -- the fence rests on): with a floor that far ahead, it starts empty
     -- and renewals extend it as the registry's clock advances.
     new_until := greatest(new_floor, least(greatest(p_holder_now_ms, new_floor) + p_grant_ms,
                                            now_ms + least(f.max_grant_ms, 3600000)));
-    IF FOUND AND cur.released_at IS NULL THEN
+    IF cur.fleet IS NOT NULL AND cur.released_at IS NULL THEN
         UPDATE snowflake_registry.grants g SET ended_at = clock_timestamp(), ended = 'taken over'
         WHERE g.claim_id = cur.claim_id;
     END IF;
@@ -679,8 +847,21 @@ BEGIN
         -- lost.
         RETURN 0;
     END IF;
+    -- The row is locked only for its own claim and token: a wrong one
+    -- (another client, an onlooker) takes no lock that the holder's
+    -- renewals would wait on if its transaction stayed open.
+    -- (First without a wait or a subtransaction: a renewal is the
+    -- registry's most frequent call, and its row is rarely locked.)
     SELECT * INTO cur FROM snowflake_registry.node_ids n
-    WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id AND n.claim_id = p_claim_id AND n.token = p_token
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        SELECT * INTO cur FROM snowflake_registry.node_ids n
+        WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+        IF cur.claim_id = p_claim_id AND cur.token = p_token THEN
+            cur := snowflake_registry.lock_node(p_fleet, p_node_id);
+        END IF;
+    END IF;
     -- The fleet's row is read after the claim's lock: a fence that held
     -- that lock has committed by now, and its fenced_at names the fence
     -- that ended the claim (read before, it named none, and a claim the
@@ -737,9 +918,13 @@ DECLARE
 BEGIN
     PERFORM snowflake_registry.durable_commit();
     PERFORM snowflake_registry.check_incarnation();
+    -- (A wrong claim or token takes no lock: see renew().)
     SELECT * INTO cur FROM snowflake_registry.node_ids n
-    WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
-    IF NOT FOUND OR cur.claim_id IS DISTINCT FROM p_claim_id OR cur.token IS DISTINCT FROM p_token
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+    IF cur.claim_id = p_claim_id AND cur.token = p_token THEN
+        cur := snowflake_registry.lock_node(p_fleet, p_node_id);
+    END IF;
+    IF cur.fleet IS NULL OR cur.claim_id IS DISTINCT FROM p_claim_id OR cur.token IS DISTINCT FROM p_token
        OR cur.released_at IS NOT NULL THEN
         RETURN;
     END IF;
@@ -805,9 +990,13 @@ BEGIN
     -- resumption.)
     PERFORM snowflake_registry.check_incarnation();
     SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
+    -- (A wrong claim or token takes no lock: see renew().)
     SELECT * INTO cur FROM snowflake_registry.node_ids n
-    WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE;
-    IF NOT FOUND OR f.epoch_unix_ms IS NULL OR cur.claim_id IS DISTINCT FROM p_claim_id
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+    IF cur.claim_id = p_claim_id AND cur.token = p_token THEN
+        cur := snowflake_registry.lock_node(p_fleet, p_node_id);
+    END IF;
+    IF cur.fleet IS NULL OR f.epoch_unix_ms IS NULL OR cur.claim_id IS DISTINCT FROM p_claim_id
        OR cur.token IS DISTINCT FROM p_token THEN
         RAISE EXCEPTION 'the claim on node id % of fleet "%" cannot be resumed: the registry does not know it as the node id''s last claim', p_node_id, p_fleet
             USING ERRCODE = '55000',
@@ -913,6 +1102,7 @@ RETURNS TABLE (node_id int, id_time timestamptz, claim_id bigint, system_identif
                granted_from timestamptz, granted_until timestamptz,
                claimed_at timestamptz, ended_at timestamptz, ended text)
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     f snowflake_registry.fleets;

@@ -230,34 +230,37 @@ for _ in $(seq 1 100); do p1_issue 1 2>/dev/null && break; sleep 0.1; done
 p1_issue 1 || fail "the portable server did not issue after the registry's stall"
 pass "the registry stalled inside a call: 57014 at statement_timeout, 08006 after registry_timeout_ms; then IDs again"
 
-# A claim whose answer is lost (given up at registry_timeout_ms; the
-# registry, without the statement_timeout the connection would set, makes
-# it later), then another node id asked for: its claim gets a new token
-# (the lost claim's token holds the first node id: reused, the registry
-# refuses every claim with 22023).
-owner -c "UPDATE snowflake_portable.registry_connection SET conninfo = conninfo || ' options=''-c application_name=portable'''" \
-  -c "UPDATE snowflake_portable.config SET registry_timeout_ms = 300" >/dev/null
-psql_on reg -c "BEGIN" -c "SELECT fleet FROM snowflake_registry.fleets WHERE fleet = 'default' FOR UPDATE" \
-  -c "SELECT pg_sleep(3)" >/dev/null 2>&1 &
-locker=$!
-for _ in $(seq 1 100); do
-  [ "$(sql_value reg "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3)'")" = 1 ] && break
-  sleep 0.05
-done
+# A claim whose answer is lost (given up at registry_timeout_ms; a deferred
+# trigger on the registry holds its commit 1.5 s, so it commits after that),
+# then another node id asked for: its claim gets a new token (the lost
+# claim's token holds the first node id: reused, the registry refuses every
+# claim with 22023).
+owner -c "UPDATE snowflake_portable.config SET registry_timeout_ms = 300" >/dev/null
+psql_on reg >/dev/null <<'SQL'
+CREATE FUNCTION public.hold_portable_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.node_id = 900 AND NEW.data_directory = 'portable:app' THEN PERFORM pg_sleep(1.5); END IF;
+    RETURN NEW;
+END
+$$;
+CREATE CONSTRAINT TRIGGER hold_portable_claim AFTER INSERT ON snowflake_registry.grants
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.hold_portable_claim();
+SQL
 owner -c "UPDATE snowflake_portable.config SET node_id = 900" >/dev/null
-out=$(owner -v VERBOSITY=verbose -c "SELECT snowflake_next()" 2>&1) && fail "a claim with the registry's fleet locked succeeded: $out"
-[ "$(sqlstate_of "$out")" = 08006 ] || fail "a claim with the registry's fleet locked: $out"
+out=$(owner -v VERBOSITY=verbose -c "SELECT snowflake_next()" 2>&1) && fail "a claim whose commit is held succeeded: $out"
+[ "$(sqlstate_of "$out")" = 08006 ] || fail "a claim whose commit is held, given up after 300 ms: $out"
 owner -c "UPDATE snowflake_portable.config SET node_id = 901" >/dev/null
-wait "$locker" || true
 for _ in $(seq 1 100); do
   [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = 900 AND data_directory = 'portable:app'")" = 1 ] && break
   sleep 0.05
 done
+[ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = 900 AND data_directory = 'portable:app'")" = 1 ] ||
+  fail "the claim given up on did not commit at the registry: the case shows nothing"
+psql_on reg -c "DROP TRIGGER hold_portable_claim ON snowflake_registry.grants" >/dev/null
 for _ in $(seq 1 50); do p1_issue 1 2>"$SF_WORK/p1.last" && break; sleep 0.1; done
 p1_issue 1 || fail "after a lost claim and another node id asked for, calls fail: $(cat "$SF_WORK/p1.last")"
 [ "$(owner -At -c "SELECT snowflake_node(max(id)) FROM t")" = 901 ] || fail "node id 901 was asked for, not claimed"
-owner -c "UPDATE snowflake_portable.config SET node_id = NULL, registry_timeout_ms = 5000" \
-  -c "UPDATE snowflake_portable.registry_connection SET conninfo = replace(conninfo, ' options=''-c application_name=portable''', '')" >/dev/null
+owner -c "UPDATE snowflake_portable.config SET node_id = NULL, registry_timeout_ms = 5000" >/dev/null
 pass "a claim's answer lost, another node id asked for: claimed with a new token (node id 901)"
 
 # A crash while writing, then the clock 2 s behind (within the drift limit).

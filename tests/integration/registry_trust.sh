@@ -199,9 +199,12 @@ pass "a claim retried with its token gets the same node id, claim, floor and gra
 
 # --- 4b. a server retries its claim after registry_grant was lowered: the
 # retry repeats the first call's grant, so the first answer (the same
-# claim) passes the server's check. The first answer is lost: a trigger on
-# the registry holds the claim 6 s, past the server's 5 s call timeout, and
-# the claim commits after the server gave up on it. (Before, the retry
+# claim) passes the server's check. The first answer is lost: a deferred
+# trigger on the registry holds the claim's commit 6 s, past the server's
+# 5 s call timeout, and the claim commits after the server gave up on it
+# (at the commit, past the 4 s statement_timeout the server sets on its
+# registry session, which would have cancelled a statement that slow).
+# (Before, the retry
 # asked for the new, shorter grant, the first answer was refused as past
 # what was asked, 08P01, again and again.)
 node_init r "snowflake_id.registry_grant = '20s'"
@@ -212,7 +215,8 @@ BEGIN
     RETURN NEW;
 END
 \$\$;
-CREATE TRIGGER hold_claim BEFORE INSERT ON snowflake_registry.grants FOR EACH ROW EXECUTE FUNCTION public.hold_claim();
+CREATE CONSTRAINT TRIGGER hold_claim AFTER INSERT ON snowflake_registry.grants
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.hold_claim();
 SQL
 cluster_start r
 make_table r

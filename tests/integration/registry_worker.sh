@@ -27,7 +27,11 @@
 #      registry calls and the lease extensions the backends wait for);
 #   5. the connection to the registry has TCP keepalives of 10 s on both
 #      sides (the registry's side was the kernel's 2 hours: after a
-#      partition its sessions lingered while servers opened new ones).
+#      partition its sessions lingered while servers opened new ones);
+#   6. the registry session has a lock_timeout of a second and a
+#      statement_timeout below the worker's 5 s: with the registry's tables
+#      locked for 8 s no session of the worker waits there more than 1.5 s
+#      (each call the worker gave up on stayed behind, waiting).
 . "$(dirname "$0")/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=lib_registry.sh
 . "$(dirname "$0")/lib_registry.sh"
@@ -156,4 +160,26 @@ for side in "$reg_port $client_port registry's" "$client_port $reg_port server's
   awk -v t="$t" 'BEGIN { exit !(t <= 10.5) }' || fail "the $who side's keepalive timer is $t s, not at most 10 s"
 done
 pass "the registry connection has TCP keepalives of at most 10 s on both sides"
+
+# --- 6. The registry session's time limits: nothing left waiting
+# An operator's transaction keeps the registry's node_ids locked for 8 s.
+# The worker's renewals fail within a second (its session's lock_timeout)
+# rather than wait; each call it gave up on (after 5 s) used to stay behind
+# at the registry, waiting on the lock, while the worker opened another
+# session.
+psql_on reg -c "BEGIN" -c "LOCK TABLE snowflake_registry.node_ids IN ACCESS EXCLUSIVE MODE" \
+  -c "SELECT pg_sleep(8)" -c "COMMIT" >/dev/null &
+locker=$!
+most_sessions=0
+while kill -0 "$locker" 2>/dev/null; do
+  read -r waiting sessions <<< "$(sql_value reg "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock' AND clock_timestamp() - query_start > interval '1.5 s'), count(*) FROM pg_stat_activity WHERE application_name = 'snowflake_id registry'" | tr '|' ' ')"
+  [ "$waiting" = 0 ] ||
+    fail "a registry worker's session waited on a lock for more than 1.5 s: $(sql_value reg "SELECT string_agg(format('%s %s %s', pid, state, clock_timestamp() - query_start), '; ') FROM pg_stat_activity WHERE application_name = 'snowflake_id registry'")"
+  [ "$sessions" -le "$most_sessions" ] || most_sessions=$sessions
+  sleep 0.2
+done
+wait "$locker"
+[ "$most_sessions" -le 2 ] || fail "the registry had up to $most_sessions sessions of one server's registry worker while its tables were locked"
+wait_issuing s 20
+pass "with the registry's node_ids locked for 8 s, no worker session waited on it for more than 1.5 s, at most $most_sessions were open, and s issues again"
 no_duplicates "the end"

@@ -47,9 +47,16 @@ fn text(p: *const c_char) -> Option<String> {
     })
 }
 
-/// The registry's side of the connection's keepalives: the same as this
-/// side's (10 s idle, then every 5 s, 3 probes).
-const KEEPALIVES_SQL: &str = "SELECT set_config('tcp_keepalives_idle', '10', false), set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false)";
+/// The registry session's settings: its side of the connection's
+/// keepalives, the same as this side's (10 s idle, then every 5 s, 3
+/// probes); a `statement_timeout` below [`CALL_TIMEOUT`], so that a call
+/// this worker gives up on has ended at the registry too, not left behind
+/// as a backend still waiting (one more every few seconds, until the
+/// registry runs out of connections); and a `lock_timeout` of a second, so
+/// that no call waits longer than that on a row another client keeps
+/// locked (the registry's functions set the same for their own waits, and
+/// name the session that holds the row).
+const SESSION_SQL: &str = "SELECT set_config('tcp_keepalives_idle', '10', false), set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '4000', false), set_config('lock_timeout', '1000', false)";
 
 /// One open connection to the registry.
 pub struct Connection {
@@ -228,10 +235,11 @@ impl Connection {
         // And keepalives on the registry's side of the socket: after a
         // partition its session would otherwise linger for the kernel's
         // default (2 hours) while this server opens another, until the
-        // registry runs out of connections. (Session settings; ignored on a
-        // Unix socket.)
-        c.query(KEEPALIVES_SQL, &[], on_shutdown)
-            .map_err(|e| format!("setting the registry session's TCP keepalives failed: {e:?}"))?;
+        // registry runs out of connections (ignored on a Unix socket); with
+        // the session's time limits (SESSION_SQL).
+        c.query(SESSION_SQL, &[], on_shutdown).map_err(|e| {
+            format!("setting the registry session's keepalives and time limits failed: {e:?}")
+        })?;
         Ok(c)
     }
 
