@@ -44,9 +44,23 @@ SET LOCAL client_min_messages = warning;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
 DO $$
+DECLARE
+    r pg_roles;
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'snowflake_registry_client') THEN
+    SELECT * INTO r FROM pg_roles WHERE rolname = 'snowflake_registry_client';
+    IF NOT FOUND THEN
         CREATE ROLE snowflake_registry_client NOLOGIN;
+    -- Made before by someone else (a role with CREATEROLE): it must be the
+    -- bare group this script makes, or its maker could log in as it.
+    ELSIF r.rolcanlogin OR r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication
+          OR r.rolbypassrls OR EXISTS (SELECT FROM pg_auth_members m WHERE m.member = r.oid) THEN
+        RAISE EXCEPTION 'snowflake_registry: the role snowflake_registry_client exists with rights this script does not give it (LOGIN, SUPERUSER, CREATEROLE, CREATEDB, REPLICATION, BYPASSRLS or membership of another role)'
+            USING ERRCODE = '42501',
+                  HINT = 'Look at who made it (a role with CREATEROLE), remove those rights (ALTER ROLE snowflake_registry_client NOLOGIN ...; REVOKE ... FROM snowflake_registry_client), and install again.';
+    END IF;
+    IF current_setting('max_prepared_transactions')::int > 0 THEN
+        RAISE WARNING 'snowflake_registry: max_prepared_transactions is %: a client of the registry could PREPARE a transaction after a call and keep the rows it locked past its session', current_setting('max_prepared_transactions')
+            USING HINT = 'Run the registry on a server with max_prepared_transactions = 0 (the default); a prepared transaction that holds its rows is ended with ROLLBACK PREPARED.';
     END IF;
 END
 $$;
@@ -71,7 +85,9 @@ BEGIN
         CREATE SCHEMA snowflake_registry;
         RETURN;
     END IF;
-    IF schema_owner <> current_user::regrole THEN
+    -- (By OID: a name cast to regrole is read as an identifier, folded to
+    -- lower case, so an installer "Admin" would pass for a tenant admin.)
+    IF schema_owner <> (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user) THEN
         RAISE EXCEPTION 'snowflake_registry: the schema "snowflake_registry" belongs to role "%", not to the installing role "%"',
             schema_owner::regrole, current_user
             USING ERRCODE = '42501',
@@ -121,12 +137,23 @@ BEGIN
         INTO bad
         FROM (SELECT 'trigger' AS kind, t.tgname::text AS name, t.tgrelid AS rel
               FROM pg_trigger t WHERE NOT t.tgisinternal
-                AND t.tgname NOT IN ('keep_reach', 'keep_floors', 'keep_floors_truncate')
+                AND (t.tgrelid::regclass::text, t.tgname::text, t.tgfoid::regproc::text) NOT IN (
+                    ('snowflake_registry.fleets', 'keep_reach', 'snowflake_registry.keep_reach'),
+                    ('snowflake_registry.node_ids', 'keep_floors', 'snowflake_registry.keep_floors'),
+                    ('snowflake_registry.node_ids', 'keep_floors_truncate', 'snowflake_registry.keep_floors'))
               UNION ALL SELECT 'rule', r.rulename::text, r.ev_class FROM pg_rewrite r
               WHERE r.rulename <> '_RETURN'
               UNION ALL SELECT 'policy', p.polname::text, p.polrelid FROM pg_policy p) x
         JOIN pg_class c ON c.oid = x.rel
         WHERE c.relnamespace = schema_oid
+        LIMIT 1;
+    END IF;
+    IF bad IS NULL THEN
+        -- An extension created in the schema (a trusted one needs only
+        -- CREATE on the database): its objects are not this script's.
+        SELECT format('the extension %s, owned by role "%s", lives in it', e.extname, e.extowner::regrole)
+        INTO bad
+        FROM pg_extension e WHERE e.extnamespace = schema_oid
         LIMIT 1;
     END IF;
     IF bad IS NOT NULL THEN
@@ -529,45 +556,74 @@ $$;
 -- Who holds a row lock of p_table, in words, for the messages of a call
 -- that gave up waiting: the fleet's operator can end that session. Runs as
 -- the registry's owner, who sees every session. The row's xmax names the
--- locking transaction when it locked the row at its top level; when it
--- locked it in a subtransaction (as lock_fleet and lock_node do, in their
--- exception blocks) pg_locks no longer shows that id once the
--- subtransaction ends, so then the holder is the session, other than this
--- one, that holds the table's RowShareLock (every row lock takes it, and
--- keeps it to the transaction's end) and waits on no lock itself, in the
--- transaction open longest.
+-- locking transaction: a session's (pg_locks), or a prepared transaction's
+-- (pg_prepared_xacts), which outlives every session. A lock taken in a
+-- subtransaction (lock_fleet and lock_node wait for a contended row in
+-- one) leaves the subtransaction's id, which pg_locks no longer shows once
+-- it ends; then the holders are the other sessions that hold the table's
+-- RowShareLock (every row lock takes it, to the transaction's end), all
+-- named, the one in the transaction open longest first.
 CREATE OR REPLACE FUNCTION snowflake_registry.locker_text(p_table regclass, p_xmax xid)
 RETURNS text LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(
-        (SELECT format('registry process %s (role "%s", application "%s", client %s, %s, in a transaction open since %s)',
-                       a.pid, a.usename, a.application_name, coalesce(host(a.client_addr), 'local'), a.state,
-                       to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC')
+        (SELECT format('prepared transaction %L (role "%s", prepared at %s): it holds its locks until ROLLBACK PREPARED %L',
+                       p.gid, p.owner, to_char(p.prepared AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC', p.gid)
+         FROM pg_prepared_xacts p WHERE p.transaction = p_xmax),
+        (SELECT string_agg(format('registry process %s (role "%s", application "%s", client %s, %s, in a transaction open since %s)',
+                                  a.pid, a.usename, a.application_name, coalesce(host(a.client_addr), 'local'), a.state,
+                                  to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'),
+                           ' or ' ORDER BY a.xact_start, a.pid)
          FROM pg_stat_activity a
-         WHERE a.pid = coalesce(
-             (SELECT l.pid FROM pg_locks l
-              WHERE l.locktype = 'transactionid' AND l.transactionid = p_xmax AND l.granted LIMIT 1),
-             (SELECT b.pid FROM pg_locks l JOIN pg_stat_activity b ON b.pid = l.pid
-              WHERE l.locktype = 'relation' AND l.relation = p_table AND l.mode = 'RowShareLock' AND l.granted
-                AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                AND b.pid <> pg_backend_pid() AND b.wait_event_type IS DISTINCT FROM 'Lock'
-              ORDER BY b.xact_start, b.pid LIMIT 1))),
+         WHERE a.pid IN (SELECT l.pid FROM pg_locks l
+                         WHERE l.locktype = 'transactionid' AND l.transactionid = p_xmax AND l.granted)),
+        (SELECT 'one of ' || string_agg(format('registry process %s (role "%s", application "%s", client %s, %s, in a transaction open since %s)',
+                                  a.pid, a.usename, a.application_name, coalesce(host(a.client_addr), 'local'), a.state,
+                                  to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'),
+                           ', ' ORDER BY a.xact_start, a.pid)
+         FROM pg_stat_activity a
+         WHERE a.pid <> pg_backend_pid() AND a.pid IN (
+             SELECT l.pid FROM pg_locks l
+             WHERE l.locktype = 'relation' AND l.relation = p_table AND l.mode = 'RowShareLock' AND l.granted
+               AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()))),
+        (SELECT 'one of the prepared transactions ' || string_agg(format('%L', p.gid), ', ' ORDER BY p.prepared)
+                || ' (ROLLBACK PREPARED ends one)'
+         FROM pg_prepared_xacts p WHERE p.database = current_database()),
         'a session of the registry that has ended since')
 $$;
 
--- The row locks a call waits for, each for at most a second (the
--- lock_timeout of these two functions): a client of the registry that
--- keeps its transaction open after a call holds the rows that call locked,
--- and no other server's call may wait on it longer than that. The error
--- names the session that holds the row. (A real lock wait, not a polled
--- SKIP LOCKED: its queue is fair, so claims of many servers starting at
--- once each wait their turn, not a second and then fail.)
+-- The row locks a call waits for, for at most about a second in all: a
+-- client of the registry that keeps its transaction open after a call
+-- holds the rows that call locked, and no other server's call may wait on
+-- it longer than that. A row that is free is locked at once, in the
+-- caller's transaction itself (SKIP LOCKED: no wait, no subtransaction, so
+-- that a call that waits on it later can name its holder exactly). A
+-- contended row is waited for in the lock queue, which is fair (claims of
+-- many servers starting at once each wait their turn), with a lock_timeout
+-- of half a second for each of the two locks a wait may take (the tuple's,
+-- then its holder's transaction's); the error names the holder.
 CREATE OR REPLACE FUNCTION snowflake_registry.lock_fleet(p_fleet text)
 RETURNS snowflake_registry.fleets
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
-SET lock_timeout = '1s'
+AS $$
+DECLARE
+    f snowflake_registry.fleets;
+BEGIN
+    SELECT * INTO f FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet FOR UPDATE SKIP LOCKED;
+    IF FOUND OR NOT EXISTS (SELECT FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet) THEN
+        RETURN f;
+    END IF;
+    RETURN snowflake_registry.wait_for_fleet(p_fleet);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.wait_for_fleet(p_fleet text)
+RETURNS snowflake_registry.fleets
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '500ms'
 AS $$
 DECLARE
     f snowflake_registry.fleets;
@@ -588,7 +644,25 @@ CREATE OR REPLACE FUNCTION snowflake_registry.lock_node(p_fleet text, p_node_id 
 RETURNS snowflake_registry.node_ids
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
-SET lock_timeout = '1s'
+AS $$
+DECLARE
+    cur snowflake_registry.node_ids;
+BEGIN
+    SELECT * INTO cur FROM snowflake_registry.node_ids n
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id FOR UPDATE SKIP LOCKED;
+    IF FOUND OR NOT EXISTS (SELECT FROM snowflake_registry.node_ids n
+                            WHERE n.fleet = p_fleet AND n.node_id = p_node_id) THEN
+        RETURN cur;
+    END IF;
+    RETURN snowflake_registry.wait_for_node(p_fleet, p_node_id);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.wait_for_node(p_fleet text, p_node_id int)
+RETURNS snowflake_registry.node_ids
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '500ms'
 AS $$
 DECLARE
     cur snowflake_registry.node_ids;

@@ -21,7 +21,12 @@
 #     schema: installing again is refused (42501). (c) Installed, then one
 #     of its functions (holder_text) given to the tenant: installing again
 #     is refused (42501). (d) Installing over an install by its owner (an
-#     upgrade) still works and keeps the data.
+#     upgrade) still works and keeps the data. (e) A tenant named admin
+#     makes the schema, with a trigger named keep_reach, for an installer
+#     named "Admin": refused (the owner was compared as an identifier,
+#     folded to admin, and the trigger's name was on the allow-list), and
+#     "Admin" installs and upgrades its own. (f) An extension created in the
+#     schema, (g) the client role made able to log in: each refused.
 #   search_path: no registry function runs code planted on its caller's
 #     search_path (the class of CVE-2018-1058). (a) Every function and
 #     procedure of the schema snowflake_registry is created with
@@ -148,6 +153,40 @@ SQL
   [ "$(reg_as postgres regupgrade -At -c "SELECT count(*) FROM snowflake_registry.fleets WHERE fleet = 'kept'")" = 1 ] ||
     fail "install (d): installing again lost the fleets"
   pass "install (d): installing again over the owner's own install works and keeps the data"
+
+  # (e) Names compared as names: a tenant "admin" makes the schema (with a
+  # trigger named like one of the script's) for an installer "Admin".
+  psql_on reg -c 'CREATE ROLE admin LOGIN' -c 'CREATE ROLE "Admin" LOGIN SUPERUSER' \
+    -c "CREATE DATABASE regcase" -c "GRANT CREATE ON DATABASE regcase TO admin" -c "CREATE DATABASE regcase2" >/dev/null
+  reg_as admin regcase >/dev/null <<'SQL'
+CREATE SCHEMA snowflake_registry;
+CREATE TABLE snowflake_registry.node_ids (fleet text);
+CREATE FUNCTION snowflake_registry.evil() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    ALTER ROLE admin SUPERUSER;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER keep_reach BEFORE INSERT ON snowflake_registry.node_ids FOR EACH ROW EXECUTE FUNCTION snowflake_registry.evil();
+SQL
+  out=$(psql -X -q -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h 127.0.0.1 -p "$(cluster_port reg)" -U Admin -d regcase -f "$REGISTRY_SQL" 2>&1) &&
+    fail "install (e): the install by \"Admin\" into the schema of the tenant admin went through"
+  [ "$(sqlstate_of "$out")" = 42501 ] && grep -qF 'belongs to role "admin"' <<<"$out" ||
+    fail "install (e): not refused with 42501 naming the tenant admin: $out"
+  psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U Admin -d regcase2 -f "$REGISTRY_SQL" -f "$REGISTRY_SQL" >/dev/null 2>&1 ||
+    fail "install (e): the installer \"Admin\" could not install and upgrade its own registry"
+  [ "$(superuser admin)" = f ] || fail "install (e): the tenant admin became superuser"
+  pass "install (e): the installer \"Admin\" is refused the tenant admin's schema (42501), and installs and upgrades its own"
+
+  # (f) An extension created in the schema; (g) the client role with LOGIN.
+  reg_as postgres regupgrade -c "CREATE EXTENSION citext SCHEMA snowflake_registry" >/dev/null
+  expect_install_refused regupgrade 'the extension citext' "install (f)"
+  reg_as postgres regupgrade -c "DROP EXTENSION citext" >/dev/null
+  psql_on reg -c "ALTER ROLE snowflake_registry_client LOGIN" >/dev/null
+  expect_install_refused regupgrade 'the role snowflake_registry_client exists with rights' "install (g)"
+  psql_on reg -c "ALTER ROLE snowflake_registry_client NOLOGIN" >/dev/null
+  install_into regupgrade >/dev/null || fail "install (f, g): the install failed once the extension and LOGIN were gone"
+  pass "install (f, g): an extension in the schema, and the client role able to log in, each stop the install (42501)"
 }
 
 # --- search_path: code planted on the caller's search_path
