@@ -45,6 +45,7 @@ static REGISTRY_FLEET: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"default"));
 pub const DEFAULT_REGISTRY_GRANT_MS: i32 = 30_000;
 static REGISTRY_GRANT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_REGISTRY_GRANT_MS);
+static REGISTRY_ALLOW_UNVERIFIED: GucSetting<bool> = GucSetting::<bool>::new(false);
 static PUBLIC_ID_KEYS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// The configuration validated at start. Set once in the postmaster and
@@ -54,7 +55,7 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 /// The prefix of every setting.
 const PREFIX: &str = "snowflake_id";
 /// The settings' names, for the message about an unknown one.
-const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift, max_clock_offset, lease_sync, registry, registry_fleet, registry_grant and public_id_keys";
+const NAMES: &str = "node_id, epoch, node_bits, sequence_bits, max_clock_drift, max_clock_offset, lease_sync, registry, registry_fleet, registry_grant, registry_allow_unverified and public_id_keys";
 
 /// Defines the settings, then stops the server on any `snowflake_id.*`
 /// value it was given that is not taken, and reserves the prefix.
@@ -326,6 +327,14 @@ fn define_settings() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_bool_guc(
+        c"snowflake_id.registry_allow_unverified",
+        c"Whether the registry may be reached over a connection that is not verified.",
+        c"Off: only a Unix-domain socket or TLS with sslmode=verify-full is used, since anyone else on the address or the network path could grant a node id another server holds. On: any connection is used, with a WARNING.",
+        &REGISTRY_ALLOW_UNVERIFIED,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     GucRegistry::define_string_guc(
         c"snowflake_id.public_id_keys",
         c"The file of the keys of public IDs (empty: none).",
@@ -434,45 +443,16 @@ pub fn registry_grant_ms() -> u64 {
     REGISTRY_GRANT.get().max(1_000) as u64
 }
 
+/// `snowflake_id.registry_allow_unverified`, as this process last read it.
+pub fn registry_allow_unverified() -> bool {
+    REGISTRY_ALLOW_UNVERIFIED.get()
+}
+
 /// The generator's drift rule as the settings give it now.
 #[inline]
 pub fn drift_policy() -> DriftPolicy {
     DriftPolicy {
         max_drift_ms: max_clock_drift_ms(),
-    }
-}
-
-#[cfg(any(test, feature = "pg_test"))]
-#[pgrx::pg_schema]
-mod tests {
-    // Runs inside a server started by `cargo pgrx test` with the library
-    // preloaded and `snowflake_id.node_id = 42` (see `crate::pg_test`).
-    use crate::test_support::one;
-    use pgrx::prelude::*;
-
-    #[pg_test(
-        error = "parameter \"snowflake_id.node_id\" cannot be changed without restarting the server"
-    )]
-    fn node_id_cannot_be_set_in_a_session() {
-        Spi::run("SET snowflake_id.node_id = 7").unwrap();
-    }
-
-    #[pg_test(
-        error = "parameter \"snowflake_id.node_bits\" cannot be changed without restarting the server"
-    )]
-    fn layout_cannot_be_set_in_a_session() {
-        Spi::run("SET snowflake_id.node_bits = 8").unwrap();
-    }
-
-    #[pg_test]
-    fn settings_are_visible() {
-        assert_eq!(one::<String>("SHOW snowflake_id.node_id"), "42");
-        assert_eq!(
-            one::<String>("SHOW snowflake_id.epoch"),
-            "2025-01-01 00:00:00+00"
-        );
-        assert_eq!(one::<String>("SHOW snowflake_id.max_clock_drift"), "5s");
-        assert_eq!(one::<String>("SHOW snowflake_id.max_clock_offset"), "1s");
     }
 }
 

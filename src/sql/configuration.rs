@@ -71,4 +71,39 @@ mod tests {
             "SELECT has_function_privilege('public', 'snowflake_accept_configuration()', 'EXECUTE')"
         ));
     }
+
+    // The settings (src/pg/settings.rs).
+    #[pg_test(
+        error = "parameter \"snowflake_id.node_id\" cannot be changed without restarting the server"
+    )]
+    fn node_id_cannot_be_set_in_a_session() {
+        Spi::run("SET snowflake_id.node_id = 7").unwrap();
+    }
+
+    #[pg_test(
+        error = "parameter \"snowflake_id.node_bits\" cannot be changed without restarting the server"
+    )]
+    fn layout_cannot_be_set_in_a_session() {
+        Spi::run("SET snowflake_id.node_bits = 8").unwrap();
+    }
+
+    #[pg_test]
+    fn settings_are_visible() {
+        assert_eq!(one::<String>("SHOW snowflake_id.node_id"), "42");
+        assert_eq!(
+            one::<String>("SHOW snowflake_id.epoch"),
+            "2025-01-01 00:00:00+00"
+        );
+        assert_eq!(one::<String>("SHOW snowflake_id.max_clock_drift"), "5s");
+        assert_eq!(one::<String>("SHOW snowflake_id.max_clock_offset"), "1s");
+        assert_eq!(
+            one::<String>("SHOW snowflake_id.registry_allow_unverified"),
+            "off"
+        );
+    }
+
+    #[pg_test(error = "parameter \"snowflake_id.registry_allow_unverified\" cannot be changed now")]
+    fn unverified_registry_connections_cannot_be_allowed_in_a_session() {
+        Spi::run("SET snowflake_id.registry_allow_unverified = on").unwrap();
+    }
 }

@@ -76,6 +76,7 @@ coord_port=$(free_port)
 REGISTRY="host=127.0.0.1 port=$coord_port dbname=registry user=fleet_node"
 NODE_CONF=("shared_preload_libraries = 'citus,snowflake_id'"
   "snowflake_id.registry = '$REGISTRY'" "snowflake_id.registry_grant = '10s'"
+  "snowflake_id.registry_allow_unverified = on"
   "max_connections = 200" "${SHARD_CONF[@]}")
 
 # claimed_node NAME: NAME's claimed node id, waiting (at most 30 s) until it

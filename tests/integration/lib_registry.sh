@@ -25,7 +25,13 @@ psql_on reg -f "$REGISTRY_SQL" >/dev/null 2>&1
 # Installing again keeps the data and replaces the functions.
 psql_on reg -f "$REGISTRY_SQL" >/dev/null 2>&1
 psql_on reg -c "CREATE ROLE fleet_node LOGIN; GRANT snowflake_registry_client TO fleet_node"
-REGISTRY="host=127.0.0.1 port=$(cluster_port reg) dbname=postgres user=fleet_node"
+# (Through the registry's Unix-domain socket: a connection over TCP without
+# sslmode=verify-full is not used unless snowflake_id.registry_allow_unverified
+# is on; a test that needs TCP says so.)
+REGISTRY="host=$(cluster_dir reg).sock port=$(cluster_port reg) dbname=postgres user=fleet_node"
+# The setting a server of the fleet needs to reach the registry over TCP
+# without verification (registry_tls.sh has the certificates).
+ALLOW_UNVERIFIED="snowflake_id.registry_allow_unverified = on"
 GRANT_MS=3000
 
 # node_init NAME [conf...]: a server of the fleet, with a short grant.

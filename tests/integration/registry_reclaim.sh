@@ -58,7 +58,7 @@ psql_on reg -c "SELECT snowflake_registry.create_fleet('reclaim')" \
 BOTH="host=127.0.0.1,127.0.0.1 port=$(cluster_port reg),$(cluster_port regs) dbname=postgres user=fleet_node target_session_attrs=read-write"
 
 for s in "${SERVERS[@]}"; do
-  node_init "$s" "snowflake_id.registry = '$BOTH'" "snowflake_id.registry_fleet = 'reclaim'" \
+  node_init "$s" "snowflake_id.registry = '$BOTH'" "snowflake_id.registry_fleet = 'reclaim'" "$ALLOW_UNVERIFIED" \
     "snowflake_id.registry_grant = '${GRANT_MS}ms'"
   cluster_start "$s"
   make_table "$s"

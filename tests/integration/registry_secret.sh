@@ -64,7 +64,7 @@ chmod 0600 "$passfile"
 if psql -X -At -h 127.0.0.1 -p "$REG_PORT" -U fleet_pw -d postgres -w -c "SELECT 1" >/dev/null 2>&1; then
   fail "the registry let fleet_pw in without its password (the test proves nothing)"
 fi
-node_init withfile "snowflake_id.registry = 'host=127.0.0.1 port=$REG_PORT dbname=postgres user=fleet_pw passfile=$passfile'"
+node_init withfile "snowflake_id.registry = 'host=127.0.0.1 port=$REG_PORT dbname=postgres user=fleet_pw passfile=$passfile'" "$ALLOW_UNVERIFIED"
 cluster_start withfile || fail "the server with a passfile did not start: $(tail -5 "$(cluster_log withfile)")"
 make_table withfile
 wait_issuing withfile 20

@@ -6,9 +6,16 @@
 #   - sslmode=verify-full with the authority: TLS (pg_stat_ssl on the
 #     registry), registry_connection 'verified', no WARNING, IDs issued;
 #   - a Unix-domain socket: 'socket', no WARNING;
-#   - sslmode=require (TLS, nothing checked) and sslmode=disable: each
-#     'unverified', with one WARNING (08000) in the log that names the fix,
-#     and IDs issued (the answers are still checked against the rules);
+#   - sslmode=require (TLS, nothing checked) and sslmode=disable, with
+#     snowflake_id.registry_allow_unverified = on: each 'unverified', with
+#     one WARNING (08000) in the log that names the fix, and IDs issued (the
+#     answers are still checked against the rules);
+#   - the same without that setting (off, the default), and the connection
+#     string docs/registry.md once showed (host, port, dbname, user: libpq's
+#     sslmode=prefer): the connection is closed unused, no claim reaches the
+#     registry, snowflake_next() fails with 08001 naming the fix, and once
+#     the setting is turned on (a reload) the server claims and issues
+#     (before: every one of them issued from whatever answered);
 #   - sslmode=verify-full against the wrong host name, and with another
 #     authority: no connection, so no node id: snowflake_next() fails with
 #     08001 and libpq's reason.
@@ -43,20 +50,32 @@ for _ in $(seq 1 50); do [ "$(sql_value reg "SHOW ssl")" = on ] && break; sleep 
 
 PORT=$(cluster_port reg)
 BASE="port=$PORT dbname=postgres user=fleet_node"
-# tls_node NAME CONNINFO: a server of the fleet reaching the registry so.
-tls_node() { REGISTRY="$2" node_init "$1"; cluster_start "$1"; make_table "$1"; }
+# tls_node NAME CONNINFO [CONF...]: a server of the fleet reaching the
+# registry so.
+tls_node() {
+  local name=$1 conninfo=$2; shift 2
+  REGISTRY="$conninfo" node_init "$name" "$@"; cluster_start "$name"; make_table "$name"
+}
+ALLOW="snowflake_id.registry_allow_unverified = on"
 connection_of() { sql_value "$1" "SELECT registry_connection FROM snowflake_stats()"; }
+# wait_claim_failed NAME: until NAME's claim has failed once (15 s at most).
+wait_claim_failed() {
+  for _ in $(seq 1 150); do
+    [ "$(sql_value "$1" "SELECT registry_state FROM snowflake_stats()")" = failed ] && return 0
+    sleep 0.1
+  done
+}
 warned() { log_has "$1" "connection to the registry .* is not verified"; }
 
 # (Each with its own application_name, to find its connection on the
 # registry.)
 tls_node vf "host=localhost hostaddr=127.0.0.1 $BASE sslmode=verify-full sslrootcert=$TLS/ca.crt application_name=sf_vf"
 tls_node sock "host=$(cluster_dir reg).sock $BASE application_name=sf_sock"
-tls_node req "host=127.0.0.1 $BASE sslmode=require application_name=sf_req"
-tls_node plain "host=127.0.0.1 $BASE sslmode=disable application_name=sf_plain"
+tls_node req "host=127.0.0.1 $BASE sslmode=require application_name=sf_req" "$ALLOW"
+tls_node plain "host=127.0.0.1 $BASE sslmode=disable application_name=sf_plain" "$ALLOW"
 # A socket directory named by host=, the connection sent over TCP by
 # hostaddr=: TCP, whatever host= says.
-tls_node sockname "host=$(cluster_dir reg).sock hostaddr=127.0.0.1 $BASE sslmode=disable application_name=sf_sockname"
+tls_node sockname "host=$(cluster_dir reg).sock hostaddr=127.0.0.1 $BASE sslmode=disable application_name=sf_sockname" "$ALLOW"
 for s in vf sock req plain sockname; do wait_issuing "$s" 15; done
 # ssl_of NAME: whether NAME's registry connection uses TLS, as the registry sees it.
 ssl_of() {
@@ -83,17 +102,31 @@ for s in req plain sockname; do
   [ "$(grep -c "is not verified" "$(cluster_log "$s")")" = 1 ] ||
     fail "$s warned $(grep -c "is not verified" "$(cluster_log "$s")") times, not once"
 done
-pass "verify-full: TLS, verified, no warning; a socket: no warning; sslmode=require and disable, and a socket directory sent over TCP by hostaddr: unverified, one WARNING with the fix; all five issue"
+pass "verify-full: TLS, verified, no warning; a socket: no warning; sslmode=require and disable, and a socket directory sent over TCP by hostaddr, allowed: unverified, one WARNING with the fix; all five issue"
+
+# --- fail closed: without registry_allow_unverified, an unverified
+# connection is closed unused (the documented string without sslmode: an
+# impostor on the address would be believed)
+tls_node dflt "host=127.0.0.1 $BASE"
+tls_node reqoff "host=127.0.0.1 $BASE sslmode=require"
+for s in dflt reqoff; do
+  wait_claim_failed "$s"
+  out=$(sql_error "$s" "SELECT snowflake_next()") || fail "$s issued an ID over an unverified registry connection"
+  [ "$(sqlstate_of "$out")" = 08001 ] || fail "$s: not 08001: $out"
+  grep -q "not verified" <<<"$out" && grep -q "registry_allow_unverified" <<<"$out" ||
+    fail "$s: the error does not say the connection is not verified and how to allow it: $out"
+  [ "$(connection_of "$s")" = unverified ] || fail "$s: registry_connection is $(connection_of "$s"), not unverified"
+  [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE data_directory = '$(cluster_dir "$s")'")" = 0 ] ||
+    fail "$s's claim reached the registry over a connection it did not verify"
+done
+psql_on dflt -c "ALTER SYSTEM SET snowflake_id.registry_allow_unverified = on" -c "SELECT pg_reload_conf()" >/dev/null
+wait_issuing dflt 15
+pass "without registry_allow_unverified, the documented string and sslmode=require are not used: no claim, 08001 naming the fix; allowed by a reload, the server claims and issues"
 
 # --- verify-full refuses a registry it cannot verify: no node id, no ID
 tls_node wrongname "host=127.0.0.1 $BASE sslmode=verify-full sslrootcert=$TLS/ca.crt"
 tls_node otherca "host=localhost hostaddr=127.0.0.1 $BASE sslmode=verify-full sslrootcert=$TLS/other.crt"
-for s in wrongname otherca; do
-  for _ in $(seq 1 150); do
-    [ "$(sql_value "$s" "SELECT registry_state FROM snowflake_stats()")" = failed ] && break
-    sleep 0.1
-  done
-done
+for s in wrongname otherca; do wait_claim_failed "$s"; done
 for s in wrongname otherca; do
   out=$(sql_error "$s" "SELECT snowflake_next()") || fail "$s issued an ID from a registry it could not verify"
   [ "$(sqlstate_of "$out")" = 08001 ] || fail "$s: not 08001: $out"

@@ -120,7 +120,7 @@ impostor_mode() {
   psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U postgres -d impostor \
     -c "UPDATE snowflake_registry.mode SET m = '$1'" >/dev/null
 }
-cluster_init b "$(free_port)" "snowflake_id.registry = '$IMPOSTOR'" "snowflake_id.registry_grant = '${GRANT_MS}ms'"
+cluster_init b "$(free_port)" "snowflake_id.registry = '$IMPOSTOR'" "snowflake_id.registry_grant = '${GRANT_MS}ms'" "$ALLOW_UNVERIFIED"
 cluster_start b
 make_table b
 expect_refusal b "SELECT snowflake_next()" 08P01 "answer cannot be right: node id 5000 is outside this server's layout (0 to 1023)" \

@@ -55,6 +55,10 @@ use std::time::{Duration, Instant};
 const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms FROM snowflake_registry.claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 const RELEASE_SQL: &str = "SELECT snowflake_registry.release($1, $2, $3, $4, $5)";
 
+/// Why an unverified connection was closed unused
+/// (`snowflake_id.registry_allow_unverified = off`).
+const UNVERIFIED_REFUSED: &str = "the connection is not verified (neither TLS with sslmode=verify-full nor a Unix-domain socket), so it was closed unused: anyone on the registry's address or network path could answer in its name and grant a node id another server holds; connect with sslmode=verify-full and sslrootcert, or through a Unix-domain socket, or set snowflake_id.registry_allow_unverified = on to accept the risk";
+
 /// How often the registry worker looks at the claim (renewals are due
 /// every sixth of the grant, at least 100 ms; a waiting claim is published
 /// when the clock comes near its floor).
@@ -231,7 +235,15 @@ impl ClaimWorker {
         if self.conn.is_none() {
             let conn = Connection::open(&settings::registry_conninfo(), on_shutdown)
                 .map_err(CallError::Unreachable)?;
-            note_trust(conn.trust());
+            let trust = conn.trust();
+            note_trust(trust);
+            // Fail closed: over a connection no one verified, whoever
+            // answers on the address or the path (another registry, a
+            // server with the script installed) could grant a node id
+            // that a running server holds. No call is made on it.
+            if trust == ConnectionTrust::Unverified && !settings::registry_allow_unverified() {
+                return Err(CallError::Unreachable(UNVERIFIED_REFUSED.into()));
+            }
             self.conn = Some(conn);
         }
         let result = match &self.conn {
@@ -462,7 +474,8 @@ impl Default for ClaimWorker {
 /// Shows a new connection's trust in `snowflake_stats()`, and warns once
 /// a connection is not verified (again after a verified one): a plausible
 /// lie on its path (a lower floor, within the rules the answers are
-/// checked against) would go unnoticed.
+/// checked against) would go unnoticed. (Such a connection is used only
+/// with `snowflake_id.registry_allow_unverified = on`.)
 fn note_trust(trust: ConnectionTrust) {
     let Some(state) = state() else { return };
     let before = state.connection.swap(trust.code(), Ordering::AcqRel);
