@@ -110,6 +110,23 @@ wait_primary() {
   done
   fail "the restored registry did not end its recovery within 30 s: $(tail -5 "$(cluster_log reg)")"
 }
+# password_role ROLE METHOD: a client role of the registry that logs in
+# over TCP with the password 'pw-in-a-file' and pg_hba.conf's METHOD
+# (scram-sha-256, password), kept in a password file the server's OS user
+# alone reads; prints the file's path.
+password_role() {
+  local hba passfile="$SF_WORK/$1.pgpass"
+  psql_on reg -c "SET password_encryption = 'scram-sha-256'" \
+    -c "CREATE ROLE $1 LOGIN PASSWORD 'pw-in-a-file'" -c "GRANT snowflake_registry_client TO $1" >/dev/null
+  hba="$(cluster_dir reg)/pg_hba.conf"
+  { echo "host all $1 127.0.0.1/32 $2"; cat "$hba"; } > "$SF_WORK/hba.new"
+  as_pg cp "$SF_WORK/hba.new" "$hba"
+  psql_on reg -c "SELECT pg_reload_conf()" >/dev/null
+  echo "127.0.0.1:$(cluster_port reg):postgres:$1:pw-in-a-file" > "$passfile"
+  chown postgres:postgres "$passfile"
+  chmod 0600 "$passfile"
+  echo "$passfile"
+}
 registry_sql() {
   psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U fleet_node -d postgres -c "$1"
 }

@@ -50,17 +50,7 @@ refused_with "postgresql://127.0.0.1:$REG_PORT/postgres?pass%77ord=s3cret" passw
 pass "a password in snowflake_id.registry stops the server in all 7 forms, and the log says where it goes"
 
 # --- 2. the password in a password file
-psql_on reg -c "SET password_encryption = 'scram-sha-256'" \
-  -c "CREATE ROLE fleet_pw LOGIN PASSWORD 'pw-in-a-file'" \
-  -c "GRANT snowflake_registry_client TO fleet_pw" >/dev/null
-hba="$(cluster_dir reg)/pg_hba.conf"
-{ echo "host all fleet_pw 127.0.0.1/32 scram-sha-256"; cat "$hba"; } > "$SF_WORK/hba.new"
-as_pg cp "$SF_WORK/hba.new" "$hba"
-psql_on reg -c "SELECT pg_reload_conf()" >/dev/null
-passfile="$SF_WORK/registry.pgpass"
-echo "127.0.0.1:$REG_PORT:postgres:fleet_pw:pw-in-a-file" > "$passfile"
-chown postgres:postgres "$passfile"
-chmod 0600 "$passfile"
+passfile=$(password_role fleet_pw scram-sha-256)
 if psql -X -At -h 127.0.0.1 -p "$REG_PORT" -U fleet_pw -d postgres -w -c "SELECT 1" >/dev/null 2>&1; then
   fail "the registry let fleet_pw in without its password (the test proves nothing)"
 fi

@@ -43,7 +43,7 @@ mkdir -p "$TLS"
 ) || fail "openssl could not make the test certificates"
 chown -R postgres:postgres "$TLS"
 chmod 600 "$TLS/server.key"
-cluster_conf reg "ssl = on" "ssl_cert_file = '$TLS/server.crt'" "ssl_key_file = '$TLS/server.key'"
+cluster_conf reg "ssl = on" "ssl_cert_file = '$TLS/server.crt'" "ssl_key_file = '$TLS/server.key'" "log_connections = on"
 psql_on reg -c "SELECT pg_reload_conf()" >/dev/null
 for _ in $(seq 1 50); do [ "$(sql_value reg "SHOW ssl")" = on ] && break; sleep 0.1; done
 [ "$(sql_value reg "SHOW ssl")" = on ] || fail "the registry did not turn TLS on: $(tail -3 "$(cluster_log reg)")"
@@ -107,8 +107,13 @@ pass "verify-full: TLS, verified, no warning; a socket: no warning; sslmode=requ
 # --- fail closed: without registry_allow_unverified, an unverified
 # connection is closed unused (the documented string without sslmode: an
 # impostor on the address would be believed)
-tls_node dflt "host=127.0.0.1 $BASE"
-tls_node reqoff "host=127.0.0.1 $BASE sslmode=require"
+# (Their role logs in with a password, in clear text as an impostor would
+# ask for it, from a password file: the connection must be given up before
+# the password goes out, so the registry never logs them in.)
+passfile=$(password_role fleet_pw password)
+PW="port=$PORT dbname=postgres user=fleet_pw passfile=$passfile"
+tls_node dflt "host=127.0.0.1 $PW application_name=sf_dflt"
+tls_node reqoff "host=127.0.0.1 $PW sslmode=require application_name=sf_reqoff"
 for s in dflt reqoff; do
   wait_claim_failed "$s"
   out=$(sql_error "$s" "SELECT snowflake_next()") || fail "$s issued an ID over an unverified registry connection"
@@ -118,10 +123,32 @@ for s in dflt reqoff; do
   [ "$(connection_of "$s")" = unverified ] || fail "$s: registry_connection is $(connection_of "$s"), not unverified"
   [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.grants WHERE data_directory = '$(cluster_dir "$s")'")" = 0 ] ||
     fail "$s's claim reached the registry over a connection it did not verify"
+  # Given up before it logged in: no password would have gone out.
+  ! grep -q "connection authorized: .*application_name=sf_$s" "$(cluster_log reg)" ||
+    fail "$s logged in to the registry over a connection it did not verify"
 done
 psql_on dflt -c "ALTER SYSTEM SET snowflake_id.registry_allow_unverified = on" -c "SELECT pg_reload_conf()" >/dev/null
 wait_issuing dflt 15
-pass "without registry_allow_unverified, the documented string and sslmode=require are not used: no claim, 08001 naming the fix; allowed by a reload, the server claims and issues"
+pass "without registry_allow_unverified, the documented string and sslmode=require are given up before logging in: no claim, 08001 naming the fix; allowed by a reload, the server claims and issues"
+
+# --- the setting turned off again: the connection it allowed is closed
+# before the next call (it was kept, and renewals went on over it)
+[ "$(sql_value reg "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sf_req'")" = 1 ] ||
+  fail "req has no session on the registry: the case shows nothing"
+psql_on req -c "ALTER SYSTEM SET snowflake_id.registry_allow_unverified = off" -c "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 1 100); do
+  [ "$(sql_value reg "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sf_req'")" = 0 ] && break
+  sleep 0.1
+done
+[ "$(sql_value reg "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sf_req'")" = 0 ] ||
+  fail "req kept its unverified registry connection after registry_allow_unverified was turned off"
+for _ in $(seq 1 100); do
+  grep -q "registry_allow_unverified" <<<"$(sql_value req "SELECT registry_message FROM snowflake_stats()")" && break
+  sleep 0.1
+done
+grep -q "registry_allow_unverified" <<<"$(sql_value req "SELECT registry_message FROM snowflake_stats()")" ||
+  fail "req's registry_message does not say why: $(sql_value req "SELECT registry_message FROM snowflake_stats()")"
+pass "registry_allow_unverified turned off by a reload: the unverified connection is closed before the next renewal, which fails naming the setting"
 
 # --- verify-full refuses a registry it cannot verify: no node id, no ID
 tls_node wrongname "host=127.0.0.1 $BASE sslmode=verify-full sslrootcert=$TLS/ca.crt"

@@ -174,8 +174,14 @@ impl Connection {
         connection_trust(self.unix_socket(), ssl, &self.sslmode())
     }
 
-    /// Opens a connection with libpq's connection string `conninfo`.
-    pub fn open(conninfo: &str, on_shutdown: OnShutdown) -> Result<Connection, String> {
+    /// Opens a connection with libpq's connection string `conninfo`;
+    /// `verified_only`: one that is not verified is given up before it
+    /// logs in ([`UNVERIFIED_REFUSED`]).
+    pub fn open(
+        conninfo: &str,
+        on_shutdown: OnShutdown,
+        verified_only: bool,
+    ) -> Result<Connection, String> {
         let api = api()?;
         let deadline = Instant::now() + CALL_TIMEOUT;
         let value = CString::new(conninfo)
@@ -213,9 +219,26 @@ impl Connection {
         // PQconnectPoll's protocol: wait for what it asks, then call again.
         let mut poll = PGRES_POLLING_WRITING;
         loop {
+            if poll == PGRES_POLLING_OK {
+                break;
+            }
+            if poll == PGRES_POLLING_FAILED {
+                return Err(c.error());
+            }
+            // The startup packet is out and TLS, if any, settled: an
+            // unverified connection ends here, before the next poll
+            // answers the server's authentication request (a password
+            // from .pgpass would go to whoever answers). Each host of a
+            // multi-host string passes here.
+            // SAFETY: `c.conn` is the live connection `c` owns.
+            let status = unsafe { (api.status)(c.conn) };
+            if verified_only
+                && status == CONNECTION_AWAITING_RESPONSE
+                && c.trust() == ConnectionTrust::Unverified
+            {
+                return Err(UNVERIFIED_REFUSED.into());
+            }
             match poll {
-                PGRES_POLLING_OK => break,
-                PGRES_POLLING_FAILED => return Err(c.error()),
                 PGRES_POLLING_READING => {
                     c.wait(pg_sys::WL_SOCKET_READABLE, deadline, on_shutdown)?
                 }
@@ -361,6 +384,10 @@ impl Connection {
         }
     }
 }
+
+/// Why an unverified connection was given up unused
+/// (`snowflake_id.registry_allow_unverified = off`).
+pub const UNVERIFIED_REFUSED: &str = "the connection is not verified (neither TLS with sslmode=verify-full nor a Unix-domain socket; with GSSAPI encryption, gssencmode=disable is needed too), so it was closed before logging in: anyone on the registry's address or network path could answer in its name and grant a node id another server holds; connect with sslmode=verify-full and sslrootcert, or through a Unix-domain socket, or set snowflake_id.registry_allow_unverified = on to accept the risk";
 
 /// How long a connection attempt or a call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);

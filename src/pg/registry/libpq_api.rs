@@ -23,6 +23,9 @@ pub(super) type Res = c_void;
 
 // libpq's enum values (libpq-fe.h), stable since PostgreSQL 7.
 pub(super) const CONNECTION_OK: c_int = 0;
+/// `CONNECTION_AWAITING_RESPONSE`: the startup packet is sent, the
+/// server's authentication request not yet answered.
+pub(super) const CONNECTION_AWAITING_RESPONSE: c_int = 4;
 pub(super) const PGRES_POLLING_FAILED: c_int = 0;
 pub(super) const PGRES_POLLING_READING: c_int = 1;
 pub(super) const PGRES_POLLING_WRITING: c_int = 2;

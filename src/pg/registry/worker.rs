@@ -34,7 +34,7 @@ use super::answer::{asked_of, failure_texts, holder_time_ms, parse_grant, uncove
 use super::identity::{
     host_name, preferred_node, random_token, random_unit, token_hex, NODE_FILE_NAME,
 };
-use super::libpq::{CallError, Connection, OnShutdown};
+use super::libpq::{CallError, Connection, OnShutdown, UNVERIFIED_REFUSED};
 use super::{state, ClaimState, Phase, NONE};
 use crate::core::config::Config;
 use crate::core::conninfo::ConnectionTrust;
@@ -54,10 +54,6 @@ use std::time::{Duration, Instant};
 
 const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms FROM snowflake_registry.claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 const RELEASE_SQL: &str = "SELECT snowflake_registry.release($1, $2, $3, $4, $5)";
-
-/// Why an unverified connection was closed unused
-/// (`snowflake_id.registry_allow_unverified = off`).
-const UNVERIFIED_REFUSED: &str = "the connection is not verified (neither TLS with sslmode=verify-full nor a Unix-domain socket), so it was closed unused: anyone on the registry's address or network path could answer in its name and grant a node id another server holds; connect with sslmode=verify-full and sslrootcert, or through a Unix-domain socket, or set snowflake_id.registry_allow_unverified = on to accept the risk";
 
 /// How often the registry worker looks at the claim (renewals are due
 /// every sixth of the grant, at least 100 ms; a waiting claim is published
@@ -232,16 +228,32 @@ impl ClaimWorker {
         params: &[Option<String>],
         on_shutdown: OnShutdown,
     ) -> Result<Vec<Vec<Option<String>>>, CallError> {
+        // Fail closed: over a connection no one verified, whoever answers
+        // on the address or the path (another registry, a server with the
+        // script installed) could grant a node id that a running server
+        // holds. Such a connection is given up before it logs in
+        // (Connection::open), and one opened while it was allowed is
+        // closed once it no longer is (a reload), before the next call.
+        let verified_only = !settings::registry_allow_unverified();
+        if verified_only
+            && self
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.trust() == ConnectionTrust::Unverified)
+        {
+            self.conn = None;
+        }
         if self.conn.is_none() {
-            let conn = Connection::open(&settings::registry_conninfo(), on_shutdown)
-                .map_err(CallError::Unreachable)?;
+            let conn = Connection::open(&settings::registry_conninfo(), on_shutdown, verified_only)
+                .map_err(|e| {
+                    if e == UNVERIFIED_REFUSED {
+                        note_trust(ConnectionTrust::Unverified);
+                    }
+                    CallError::Unreachable(e)
+                })?;
             let trust = conn.trust();
             note_trust(trust);
-            // Fail closed: over a connection no one verified, whoever
-            // answers on the address or the path (another registry, a
-            // server with the script installed) could grant a node id
-            // that a running server holds. No call is made on it.
-            if trust == ConnectionTrust::Unverified && !settings::registry_allow_unverified() {
+            if verified_only && trust == ConnectionTrust::Unverified {
                 return Err(CallError::Unreachable(UNVERIFIED_REFUSED.into()));
             }
             self.conn = Some(conn);
