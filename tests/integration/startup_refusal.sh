@@ -203,7 +203,7 @@ refuses unknown_name "snowflake_id.sequencebits = 14 (a misspelt name)" \
   "snowflake_id.node_id = 1
 snowflake_id.sequencebits = 14" \
   'FATAL: .*unknown setting "snowflake_id.sequencebits" \(in ".*postgresql.conf" line [0-9]+\)' \
-  'HINT: .*node_id, epoch, node_bits, sequence_bits, max_clock_drift, max_clock_offset, lease_sync, registry, registry_fleet, registry_grant and public_id_keys'
+  'HINT: .*node_id, epoch, node_bits, sequence_bits, max_clock_drift, max_clock_offset, lease_sync, registry, registry_fleet, registry_grant, registry_allow_unverified and public_id_keys'
 refuses offset_range "max_clock_offset = '2h' (over its 1 h)" \
   "snowflake_id.node_id = 1
 snowflake_id.max_clock_offset = '2h'" \
