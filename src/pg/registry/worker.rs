@@ -228,12 +228,9 @@ impl ClaimWorker {
         params: &[Option<String>],
         on_shutdown: OnShutdown,
     ) -> Result<Vec<Vec<Option<String>>>, CallError> {
-        // Fail closed: over a connection no one verified, whoever answers
-        // on the address or the path (another registry, a server with the
-        // script installed) could grant a node id that a running server
-        // holds. Such a connection is given up before it logs in
-        // (Connection::open), and one opened while it was allowed is
-        // closed once it no longer is (a reload), before the next call.
+        // Fail closed: whoever answers an unverified connection could grant
+        // a held node id. It is given up before it logs in (`open`), and one
+        // opened while allowed is closed once it no longer is (a reload).
         let verified_only = !settings::registry_allow_unverified();
         if verified_only
             && self
