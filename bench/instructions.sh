@@ -512,7 +512,9 @@ measure_registry() {
     if [ "$mode" = registry ]; then
       # (Node id 1 as before, now granted by the registry: the lease file
       # of the fixed run names it, and another one would hold the server.)
-      echo "snowflake_id.registry = 'host=127.0.0.1 port=$(cluster_port registry) user=fleet dbname=postgres'" >> "$conf"
+      # (Through the registry's socket: an unverified TCP connection is not
+      # used.)
+      echo "snowflake_id.registry = 'host=$(cluster_dir registry).sock port=$(cluster_port registry) user=fleet dbname=postgres'" >> "$conf"
     fi
     rm -f "$OUT"/srv.cg*
     chown -R postgres:postgres "$OUT"
