@@ -65,9 +65,9 @@ if ! (cd "$SF_WORK" && as_pg "$NEW_PG_BIN/pg_upgrade" --link \
   cat "$log"
   fail "pg_upgrade of the registry from $old_major to $new_major failed"
 fi
-# The upgraded registry takes the old one's port: the fleet's connection
-# string does not change.
-cluster_conf regnew "port = $reg_port"
+# The upgraded registry takes the old one's port and socket directory: the
+# fleet's connection string (through the socket) does not change.
+cluster_conf regnew "port = $reg_port" "unix_socket_directories = '$(cluster_dir reg).sock'"
 echo "$reg_port" > "$SF_WORK/regnew.port"
 cluster_start regnew || fail "the upgraded registry did not start: $(tail -5 "$(cluster_log regnew)")"
 up_ms=$(( $(now_ms) - upgrade_at ))
