@@ -16,6 +16,9 @@
 #   4. the fleet's steady load, computed: one renewal per holder every
 #      registry_grant / 6 (5 s with the default 30 s grant), so N / 5
 #      renewals per second, beside the measured rate.
+# Claims are keyed and calls signed where the script has claim_keyed()
+# (the proofs made in the bench's own functions, as a server makes them);
+# an older script gets plain tokens.
 # Needs scripts/setup.sh (PostgreSQL 15, pgbench). Prints the results; the
 # numbers of a run are in docs/registry-tests.md ("How many servers one registry carries").
 set -euo pipefail
@@ -46,24 +49,55 @@ psql_on reg <<SQL >/dev/null
 -- script made it at its first claim).
 DO \$\$ BEGIN IF to_regproc('snowflake_registry.create_fleet') IS NOT NULL THEN
   PERFORM snowflake_registry.create_fleet('bench'); END IF; END \$\$;
-CREATE TABLE bench_claims (node_id int PRIMARY KEY, claim_id bigint, token text);
--- A server's claim from the pool, as the lease worker makes it.
+CREATE TABLE bench_claims (node_id int PRIMARY KEY, claim_id bigint, secret text, key text);
+CREATE SEQUENCE bench_calls;
+-- A server's claim (keyed where the script has claim_keyed(), as the
+-- registry worker makes it; else with a plain token). NULL: from the pool.
+CREATE FUNCTION bench_claim_one(p_server int, p_node int) RETURNS bench_claims LANGUAGE plpgsql AS \$\$
+DECLARE secret text := md5(random()::text); c record;
+BEGIN
+  IF to_regproc('snowflake_registry.claim_keyed') IS NOT NULL THEN
+    SELECT * INTO STRICT c FROM snowflake_registry.claim_keyed('bench', $EPOCH, 10, 12, p_node, NULL,
+        encode(sha256(convert_to(secret, 'UTF8')), 'hex'), NULL,
+        1, 'host' || p_server, 5432, '/data', snowflake_registry.now_ms($EPOCH), $GRANT);
+    RETURN (c.node_id, c.claim_id, secret, c.signing_key)::bench_claims;
+  END IF;
+  SELECT * INTO STRICT c FROM snowflake_registry.claim('bench', $EPOCH, 10, 12, p_node, NULL, secret,
+      1, 'host' || p_server, 5432, '/data', snowflake_registry.now_ms($EPOCH), $GRANT);
+  RETURN (c.node_id, c.claim_id, secret, NULL)::bench_claims;
+END
+\$\$;
 CREATE FUNCTION bench_claim(p_server int) RETURNS void LANGUAGE sql AS \$\$
-  INSERT INTO bench_claims
-  SELECT c.node_id, c.claim_id, t.token
-  FROM (SELECT md5(random()::text) AS token) t,
-       snowflake_registry.claim('bench', $EPOCH, 10, 12, NULL, NULL, t.token,
-                                1, 'host' || p_server, 5432, '/data', snowflake_registry.now_ms($EPOCH), $GRANT) c
+  INSERT INTO bench_claims SELECT * FROM bench_claim_one(p_server, NULL)
+\$\$;
+-- A holder's renewal (its calls one at a time: its row locked), signed as
+-- the registry worker signs it (the proof made here, by the client's side).
+CREATE FUNCTION bench_renew(p_node int) RETURNS bigint LANGUAGE plpgsql AS \$\$
+DECLARE b bench_claims; call bigint := nextval('bench_calls'); now bigint := snowflake_registry.now_ms($EPOCH);
+BEGIN
+  SELECT * INTO STRICT b FROM bench_claims WHERE node_id = p_node FOR UPDATE;
+  IF b.key IS NULL THEN
+    RETURN snowflake_registry.renew('bench', b.node_id, b.claim_id, b.secret, now, $GRANT);
+  END IF;
+  RETURN snowflake_registry.renew_signed('bench', b.node_id, b.claim_id, call, now, $GRANT,
+      encode(sha256(convert_to(b.key || encode(sha256(convert_to(
+          concat_ws('|', 'renew', b.node_id, b.claim_id, call, now, $GRANT, 'bench'), 'UTF8')), 'hex'), 'UTF8')), 'hex'));
+END
 \$\$;
 -- A restart: release, then claim the same node id again.
 CREATE FUNCTION bench_restart(p_node int) RETURNS void LANGUAGE plpgsql AS \$\$
-DECLARE b bench_claims; t text := md5(random()::text); c record;
+DECLARE b bench_claims; call bigint := nextval('bench_calls'); now bigint := snowflake_registry.now_ms($EPOCH);
 BEGIN
   SELECT * INTO STRICT b FROM bench_claims WHERE node_id = p_node FOR UPDATE;
-  PERFORM snowflake_registry.release('bench', b.node_id, b.claim_id, b.token, snowflake_registry.now_ms($EPOCH));
-  SELECT * INTO STRICT c FROM snowflake_registry.claim('bench', $EPOCH, 10, 12, p_node, NULL, t,
-                                1, 'host' || p_node, 5432, '/data', snowflake_registry.now_ms($EPOCH), $GRANT);
-  UPDATE bench_claims SET claim_id = c.claim_id, token = t WHERE node_id = p_node;
+  IF b.key IS NULL THEN
+    PERFORM snowflake_registry.release('bench', b.node_id, b.claim_id, b.secret, now);
+  ELSE
+    PERFORM snowflake_registry.release_signed('bench', b.node_id, b.claim_id, call, now,
+        encode(sha256(convert_to(b.key || encode(sha256(convert_to(
+            concat_ws('|', 'release', b.node_id, b.claim_id, call, now, 'bench'), 'UTF8')), 'hex'), 'UTF8')), 'hex'));
+  END IF;
+  UPDATE bench_claims SET (claim_id, secret, key) = (SELECT c.claim_id, c.secret, c.key FROM bench_claim_one(p_node, p_node) c)
+  WHERE node_id = p_node;
 END
 \$\$;
 SQL
@@ -72,8 +106,7 @@ mkdir -p "$work"
 echo "SELECT bench_claim(:client_id * 100000 + :scale);" > "$work/claim.sql"
 cat > "$work/renew.sql" <<SQL
 \\set n random(0, $((SERVERS - 1)))
-SELECT snowflake_registry.renew('bench', b.node_id, b.claim_id, b.token, snowflake_registry.now_ms($EPOCH), $GRANT)
-FROM bench_claims b WHERE b.node_id = :n;
+SELECT bench_renew(:n);
 SQL
 cat > "$work/restart.sql" <<SQL
 \\set n random(0, $((SERVERS - 1)))

@@ -107,11 +107,15 @@
 -- pair would be beyond renews first (and fails, taking nothing, when the
 -- registry cannot be reached); a call with half the grant left renews if
 -- no other session is (on the reserve path too). A claim is made with a
--- new token in each incarnation and never renewed from another (a
+-- new secret in each incarnation and never renewed from another (a
 -- promoted standby, a restart, a copy of the database or of the data
--- directory all claim anew), so two servers never share a claim; a claim
--- whose answer was lost is retried with its token (the registry answers
--- the same claim). A claim a fence ended (the registry was restored or
+-- directory all claim anew), so two servers never share a claim. The
+-- registry sees only the secret's hash; a claim whose answer was lost is
+-- retried revealing its secret (the registry answers the same claim), and
+-- the next names a new one. Renewals and resumptions are signed with the
+-- key the claim's answer carried (signed_call()): nothing in a call's
+-- text, which the registry's pg_stat_activity and log show, can be used
+-- again. A claim a fence ended (the registry was restored or
 -- failed over) is resumed when the registry allows it, as the extension's
 -- worker does, and claimed again when not. Every registry call runs on a
 -- dblink connection of its own, polled: a renewal ends after
@@ -234,10 +238,11 @@ CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.guard AS bigint MINVAL
 CREATE SEQUENCE IF NOT EXISTS snowflake_portable.lease AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 -- With a registry: the grant in force, (until_ms << node_bits) | node_id,
 -- changed only under the registry lock (a new node id also inside a
--- reserve's guard); the claim's number, its token (two random 60-bit
--- halves), the incarnation it was made in, the incarnation of a token
--- whose claim has not been answered yet (0 once it was: a retry repeats
--- it), and its floor. Unlogged: a crash or a promotion claims again (a copy of a data
+-- reserve's guard); the claim's number, the secret of the last claim sent
+-- (two random 60-bit halves), the incarnation it was made in, the
+-- incarnation of a secret whose claim has not been answered yet (0 once
+-- it was: the next claim reveals it, as a retry), and its floor; the
+-- claim's signing key (two 64-bit halves) and the last call number. Unlogged: a crash or a promotion claims again (a copy of a data
 -- directory must not renew its original's claim).
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.grant_word AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_id AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
@@ -245,6 +250,9 @@ CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_a AS bigint MINV
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_b AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_incarnation AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_pending AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.key_a AS bigint MINVALUE -9223372036854775808 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.key_b AS bigint MINVALUE -9223372036854775808 START 0 CACHE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.call_number AS bigint MINVALUE 0 START 1 CACHE 1 NO CYCLE;
 -- The first millisecond the claim in force may issue in (its floor + 1).
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_floor AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 -- When the registry last failed to answer (ms since 1970): calls that wait
@@ -256,6 +264,7 @@ REVOKE ALL ON SEQUENCE snowflake_portable.pair, snowflake_portable.guard,
     snowflake_portable.lease, snowflake_portable.incarnation, snowflake_portable.grant_word,
     snowflake_portable.claim_id, snowflake_portable.token_a, snowflake_portable.token_b,
     snowflake_portable.claim_incarnation, snowflake_portable.token_pending,
+    snowflake_portable.key_a, snowflake_portable.key_b, snowflake_portable.call_number,
     snowflake_portable.claim_floor, snowflake_portable.registry_failed_at FROM PUBLIC;
 
 -- Whether this session holds the advisory lock (1936617321, p_lock): an
@@ -649,7 +658,7 @@ BEGIN
     EXCEPTION WHEN OTHERS OR query_canceled THEN
         -- (The query on the registry's side ends at the statement_timeout
         -- the connection set; an answer lost so is repeated by a retry,
-        -- with the claim's token.)
+        -- which reveals the claim's secret.)
         BEGIN
             EXECUTE format('SELECT %I.dblink_disconnect($1) WHERE $1 = ANY (%I.dblink_get_connections())',
                            dblink_schema, dblink_schema) USING conn;
@@ -659,6 +668,30 @@ BEGIN
         RAISE;
     END;
     RETURN r;
+END
+$$;
+
+-- The text of a signed call of the claim in force (renew_signed() or
+-- resume_signed(), registry/snowflake_registry.sql): the next call number,
+-- the call's arguments and the proof, sha256(key || hex(sha256(text))) over
+-- the text the registry's call_text() makes of them. Under the registry
+-- lock (one call at a time, numbered in order).
+CREATE OR REPLACE FUNCTION snowflake_portable.signed_call(p_function text, p_fleet text, p_node_id bigint,
+    VARIADIC p_args bigint[])
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    claim bigint := pg_sequence_last_value('snowflake_portable.claim_id');
+    call bigint := nextval('snowflake_portable.call_number');
+    key text := lpad(to_hex(coalesce(pg_sequence_last_value('snowflake_portable.key_a'), 0)), 16, '0')
+             || lpad(to_hex(coalesce(pg_sequence_last_value('snowflake_portable.key_b'), 0)), 16, '0');
+    text text := concat_ws('|', p_function, p_node_id, claim, call, array_to_string(p_args, '|'), p_fleet);
+BEGIN
+    RETURN format('SELECT snowflake_registry.%s_signed(%L, %s, %s, %s, %s, %L)', p_function, p_fleet, p_node_id,
+                  claim, call, array_to_string(p_args, ', '),
+                  encode(sha256(convert_to(key || encode(sha256(convert_to(text, 'UTF8')), 'hex'), 'UTF8')), 'hex'));
 END
 $$;
 
@@ -679,7 +712,8 @@ DECLARE
     word bigint;
     now_ms bigint;
     new_until bigint;
-    token text;
+    secret text;
+    previous_secret text;
     r record;
     claim_again bool := true;
     failed_state text;
@@ -710,17 +744,14 @@ BEGIN
                                       now_ms + c.epoch_unix_ms - pg_sequence_last_value('snowflake_portable.registry_failed_at')),
                       HINT = 'Issuing resumes by itself once the registry answers: check it and snowflake_portable.registry_connection.';
         END IF;
-        token := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
-              || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
         IF word <> 0 AND pg_sequence_last_value('snowflake_portable.claim_incarnation') = incarnation THEN
             IF word >> c.node_bits >= p_ms + c.registry_grant_ms / 2 THEN
                 claim_again := false;  -- another session renewed meanwhile
             ELSE
                 BEGIN
-                    r := snowflake_portable.registry_call(format(
-                        'SELECT snowflake_registry.renew(%L, %s, %s, %L, %s, %s)',
-                        c.registry_fleet, word & node_mask, pg_sequence_last_value('snowflake_portable.claim_id'),
-                        token, greatest(now_ms, p_ms, 0), c.registry_grant_ms), 'until_ms bigint', deadline, c.registry_timeout_ms);
+                    r := snowflake_portable.registry_call(snowflake_portable.signed_call(
+                        'renew', c.registry_fleet, word & node_mask, greatest(now_ms, p_ms, 0), c.registry_grant_ms),
+                        'until_ms bigint', deadline, c.registry_timeout_ms);
                     new_until := r.until_ms;
                 EXCEPTION WHEN sqlstate '55000' THEN
                     new_until := 0;  -- the claim is lost: resumed below, or claimed again
@@ -730,10 +761,9 @@ BEGIN
                     -- failed over): resume it when the registry can vouch
                     -- that no one took the node id over meanwhile.
                     BEGIN
-                        r := snowflake_portable.registry_call(format(
-                            'SELECT snowflake_registry.resume(%L, %s, %s, %L, %s, %s, %s)',
-                            c.registry_fleet, word & node_mask, pg_sequence_last_value('snowflake_portable.claim_id'),
-                            token, word >> c.node_bits, greatest(now_ms, p_ms, 0), c.registry_grant_ms),
+                        r := snowflake_portable.registry_call(snowflake_portable.signed_call(
+                            'resume', c.registry_fleet, word & node_mask, word >> c.node_bits,
+                            greatest(now_ms, p_ms, 0), c.registry_grant_ms),
                             'until_ms bigint', deadline, c.registry_timeout_ms);
                         new_until := r.until_ms;
                     EXCEPTION WHEN sqlstate '55000' THEN
@@ -747,37 +777,45 @@ BEGIN
             END IF;
         END IF;
         IF claim_again THEN
-            -- A new token, unless one made in this incarnation is waiting
-            -- for its claim's answer (lost, or timed out): the retry
-            -- repeats that claim. A claim is never continued from
-            -- another incarnation.
-            IF pg_sequence_last_value('snowflake_portable.token_pending') IS DISTINCT FROM incarnation THEN
-                PERFORM setval('snowflake_portable.token_a', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
-                PERFORM setval('snowflake_portable.token_b', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
-                PERFORM setval('snowflake_portable.token_pending', incarnation);
+            -- A new secret for each claim sent; the secret of the last one
+            -- sent in this incarnation that has no answer yet (lost, or
+            -- timed out) is revealed: the registry answers that claim if it
+            -- was made (one made by an earlier attempt, if that one's retry
+            -- failed too, ends with its grant). A claim is never continued
+            -- from another incarnation.
+            IF pg_sequence_last_value('snowflake_portable.token_pending') = incarnation THEN
+                previous_secret := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
+                                || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
             END IF;
-            token := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
-                  || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
+            PERFORM setval('snowflake_portable.token_a', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
+            PERFORM setval('snowflake_portable.token_b', ('x' || substr(md5(gen_random_uuid()::text), 1, 15))::bit(60)::bigint);
+            PERFORM setval('snowflake_portable.token_pending', incarnation);
+            secret := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
+                   || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
             r := snowflake_portable.registry_call(format(
-                'SELECT * FROM snowflake_registry.claim(%L, %s, %s, %s, %s, %s, %L, 0, %L, %s, %L, %s, %s)',
+                'SELECT * FROM snowflake_registry.claim_keyed(%L, %s, %s, %s, %s, %s, %L, %s, 0, %L, %s, %L, %s, %s)',
                 c.registry_fleet, c.epoch_unix_ms, c.node_bits, c.sequence_bits,
                 coalesce(c.node_id::text, 'NULL'), CASE WHEN word <> 0 THEN (word & node_mask)::text ELSE 'NULL' END,
-                token, coalesce(host(inet_server_addr()), 'local'), coalesce(inet_server_port(), 0),
+                encode(sha256(convert_to(secret, 'UTF8')), 'hex'),
+                CASE WHEN previous_secret IS NULL THEN 'NULL' ELSE format('ARRAY[%L]', previous_secret) END,
+                coalesce(host(inet_server_addr()), 'local'), coalesce(inet_server_port(), 0),
                 'portable:' || current_database(), greatest(now_ms, p_ms, 0), c.registry_grant_ms),
-                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint', deadline, c.registry_timeout_ms);
-            IF r.node_id NOT BETWEEN 0 AND node_mask OR r.until_ms < r.floor_ms THEN
+                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint, signing_key text', deadline, c.registry_timeout_ms);
+            IF r.node_id NOT BETWEEN 0 AND node_mask OR r.until_ms < r.floor_ms OR coalesce(r.signing_key, '') !~ '^[0-9a-f]{32}$' THEN
                 RAISE EXCEPTION 'snowflake_id: the registry''s answer to a claim is not one it can give (node id %, floor %, until %)',
                     r.node_id, r.floor_ms, r.until_ms
                     USING ERRCODE = '08P01', HINT = 'Check that the connection string reaches a snowflake_id registry.';
             END IF;
             PERFORM setval('snowflake_portable.claim_id', r.claim_id);
+            PERFORM setval('snowflake_portable.key_a', ('x' || substr(r.signing_key, 1, 16))::bit(64)::bigint);
+            PERFORM setval('snowflake_portable.key_b', ('x' || substr(r.signing_key, 17, 16))::bit(64)::bigint);
             PERFORM setval('snowflake_portable.claim_floor', greatest(r.floor_ms + 1, 0));
             -- The pair above the floor and the new node id, inside one
             -- reserve's guard.
             PERFORM snowflake_portable.reserve(0, r.floor_ms + 1, false, c.epoch_unix_ms, c.node_bits,
                 c.sequence_bits, c.max_clock_drift_ms, true, (r.until_ms << c.node_bits) | r.node_id);
             PERFORM setval('snowflake_portable.claim_incarnation', incarnation);
-            PERFORM setval('snowflake_portable.token_pending', 0);  -- answered: the next claim gets a new token
+            PERFORM setval('snowflake_portable.token_pending', 0);  -- answered: the next claim reveals nothing
         END IF;
         PERFORM pg_advisory_unlock(1936617321, 2);
     EXCEPTION WHEN OTHERS OR query_canceled THEN

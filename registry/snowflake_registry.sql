@@ -168,9 +168,11 @@ REVOKE ALL ON SCHEMA snowflake_registry FROM PUBLIC;
 GRANT USAGE ON SCHEMA snowflake_registry TO snowflake_registry_client;
 
 -- One ID space: every server of a fleet has the fleet's epoch and layout.
--- A fleet is created on purpose by the registry's owner (create_fleet();
--- only "default" is created by its first claim), and its first claim
--- records its epoch and layout.
+-- A fleet, "default" too, is created on purpose by the registry's owner,
+-- with its epoch, layout and longest grant (create_fleet(); the install
+-- makes "default" with the extension's defaults): a claim never creates or
+-- shapes one, so no client can give a fleet an epoch or layout that
+-- refuses every other server, or take all its node ids with one bit.
 CREATE TABLE IF NOT EXISTS snowflake_registry.fleets (
     fleet text PRIMARY KEY CHECK (fleet <> '' AND length(fleet) <= 63),
     epoch_unix_ms bigint NOT NULL,
@@ -197,7 +199,8 @@ ALTER TABLE snowflake_registry.fleets ALTER COLUMN max_grant_ms SET DEFAULT 6000
 -- (ms since 1970, on the registry's clock; -1: nowhere): a fence never
 -- lies below it.
 ALTER TABLE snowflake_registry.fleets ADD COLUMN IF NOT EXISTS reach_until_unix_ms bigint NOT NULL DEFAULT -1;
--- (Recorded by the first claim of a fleet made by create_fleet().)
+-- (NULL: a fleet an older script made, whose first claim was to record
+-- them; create_fleet() gives them now.)
 ALTER TABLE snowflake_registry.fleets ALTER COLUMN epoch_unix_ms DROP NOT NULL,
     ALTER COLUMN node_bits DROP NOT NULL, ALTER COLUMN sequence_bits DROP NOT NULL;
 
@@ -211,7 +214,8 @@ RETURNS trigger LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NEW.max_grant_ms < OLD.max_grant_ms AND OLD.epoch_unix_ms IS NOT NULL THEN
+    IF NEW.max_grant_ms < OLD.max_grant_ms
+       AND EXISTS (SELECT FROM snowflake_registry.node_ids n WHERE n.fleet = OLD.fleet) THEN
         NEW.reach_until_unix_ms := greatest(OLD.reach_until_unix_ms,
             floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + least(OLD.max_grant_ms, 3600000));
     END IF;
@@ -299,6 +303,14 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.node_ids (
 );
 -- A retried claim finds its first answer by its token.
 CREATE INDEX IF NOT EXISTS node_ids_token ON snowflake_registry.node_ids (fleet, token);
+-- A keyed claim (claim_keyed(): servers of this release) has a key that
+-- its holder signs every later call with: only claim_keyed()'s answer
+-- carries it, never a query's text or the registry's log. Its token is
+-- 'keyed:' and the hash of the holder's secret. last_call: the highest call
+-- number signed so far; a call is accepted once, with a higher number.
+-- NULL key: a claim made with a plain token (claim(), older releases).
+ALTER TABLE snowflake_registry.node_ids ADD COLUMN IF NOT EXISTS signing_key text;
+ALTER TABLE snowflake_registry.node_ids ADD COLUMN IF NOT EXISTS last_call bigint NOT NULL DEFAULT 0;
 
 -- Since when this registry keeps every claim until its grant ends (no
 -- takeover of a live claim, the rule resume() rests on): a registry that
@@ -313,6 +325,13 @@ INSERT INTO snowflake_registry.rules (only_row, claims_kept_live_since)
 SELECT true, CASE WHEN EXISTS (SELECT FROM snowflake_registry.node_ids) THEN clock_timestamp()
                   ELSE '-infinity' END
 ON CONFLICT DO NOTHING;
+-- The registry's own id, made at its install and kept by every copy of its
+-- data (a backup, a restore, a standby, pg_upgrade, pg_dump): a server
+-- checks it at each connection (registry_identity()), so that another
+-- registry under the same address (a new install, an impostor) is noticed,
+-- apart from a restore of this one (the same id; its fence does the rest).
+ALTER TABLE snowflake_registry.rules ADD COLUMN IF NOT EXISTS registry_id uuid;
+UPDATE snowflake_registry.rules SET registry_id = gen_random_uuid() WHERE registry_id IS NULL;
 
 -- The rows of node_ids hold the floors: deleting one would hand its node
 -- id out again from floor -1, under IDs its earlier holders issued. No
@@ -409,10 +428,11 @@ DECLARE
     new_fence bigint;
     ended int;
 BEGIN
-    FOR f IN SELECT * FROM snowflake_registry.fleets ORDER BY fleets.fleet FOR UPDATE LOOP
-        -- Never claimed (no epoch yet): nothing granted to fence. Its
-        -- first claim starts at the registry's last fence (claim()).
-        CONTINUE WHEN f.epoch_unix_ms IS NULL;
+    FOR f IN SELECT * FROM snowflake_registry.fleets ORDER BY fleets.fleet FOR NO KEY UPDATE LOOP
+        -- Never claimed: nothing granted to fence. Its first claim starts
+        -- at the registry's last fence (claim_by_token()).
+        CONTINUE WHEN f.epoch_unix_ms IS NULL
+                      OR NOT EXISTS (SELECT FROM snowflake_registry.node_ids n WHERE n.fleet = f.fleet);
         new_fence := greatest(f.fence_ms, snowflake_registry.now_ms(f.epoch_unix_ms)
                               + coalesce(p_longest_grant_ms, least(f.max_grant_ms, 3600000)),
                               CASE WHEN f.reach_until_unix_ms < 0 THEN -1
@@ -611,7 +631,10 @@ AS $$
 DECLARE
     f snowflake_registry.fleets;
 BEGIN
-    SELECT * INTO f FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet FOR UPDATE SKIP LOCKED;
+    -- (NO KEY UPDATE: serialises the fleet's claims, and lets the foreign
+    -- key checks of other calls' writes to node_ids and grants, which take
+    -- KEY SHARE on the fleet's row, pass while a claim holds it.)
+    SELECT * INTO f FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet FOR NO KEY UPDATE SKIP LOCKED;
     IF FOUND OR NOT EXISTS (SELECT FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet) THEN
         RETURN f;
     END IF;
@@ -628,7 +651,7 @@ AS $$
 DECLARE
     f snowflake_registry.fleets;
 BEGIN
-    SELECT * INTO f FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet FOR UPDATE;
+    SELECT * INTO f FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet FOR NO KEY UPDATE;
     RETURN f;
 EXCEPTION WHEN lock_not_available THEN
     RAISE EXCEPTION 'the claims of fleet "%" wait on %', p_fleet,
@@ -683,13 +706,13 @@ $$;
 -- Claims a node id for a starting server. p_node_id: the id the server is
 -- configured with (NULL: any free one, p_preferred first). Returns the id,
 -- the claim, the floor (issue only IDs with a time above it) and the grant.
-CREATE OR REPLACE FUNCTION snowflake_registry.claim(
+CREATE OR REPLACE FUNCTION snowflake_registry.claim_by_token(
     p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
     p_node_id int, p_preferred int, p_token text,
     p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
-    p_holder_now_ms bigint, p_grant_ms bigint)
+    p_holder_now_ms bigint, p_grant_ms bigint, p_retry boolean, p_revealed text[])
 RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -719,12 +742,6 @@ BEGIN
     END IF;
     PERFORM snowflake_registry.durable_commit();
     PERFORM snowflake_registry.check_incarnation();
-    -- Only "default" is created by its first claim; any other fleet by the
-    -- registry's owner (create_fleet()), so that a misspelt fleet name does
-    -- not silently start a second ID space whose node ids overlap the first.
-    IF p_fleet = 'default' THEN
-        INSERT INTO snowflake_registry.fleets (fleet) VALUES (p_fleet) ON CONFLICT DO NOTHING;
-    END IF;
     -- Serialises the claims of this fleet.
     f := snowflake_registry.lock_fleet(p_fleet);
     IF f.fleet IS NULL THEN
@@ -733,17 +750,25 @@ BEGIN
         RAISE EXCEPTION 'fleet "%" does not exist in this registry', p_fleet
             USING ERRCODE = '42704',
                   DETAIL = 'Its fleets (the first 20): ' || holders || '.',
-                  HINT = format('Check snowflake_id.registry_fleet (and the dbname of snowflake_id.registry) for a typo. A new fleet is created by the registry''s owner: SELECT snowflake_registry.create_fleet(%L);', p_fleet);
+                  HINT = format('Check snowflake_id.registry_fleet (and the dbname of snowflake_id.registry) for a typo. A new fleet is created by the registry''s owner, with its epoch (ms since 1970), node and sequence bits: SELECT snowflake_registry.create_fleet(%L, %s, %s, %s);',
+                                p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits);
     END IF;
-    -- The first claim records the fleet's epoch and layout, and starts it
-    -- at the last fence, if any (a fleet of the same name may have existed
-    -- in a history a restore lost).
+    -- (A fleet an older script made, to be shaped by its first claim.)
     IF f.epoch_unix_ms IS NULL THEN
-        UPDATE snowflake_registry.fleets g SET epoch_unix_ms = p_epoch_unix_ms, node_bits = p_node_bits,
-            sequence_bits = p_sequence_bits,
-            fence_ms = greatest(g.fence_ms,
+        RAISE EXCEPTION 'fleet "%" has no epoch and layout yet', p_fleet
+            USING ERRCODE = '55000',
+                  DETAIL = 'A claim never gives a fleet its epoch and layout: the first claim of a client could then refuse every other server.',
+                  HINT = format('The registry''s owner gives them: SELECT snowflake_registry.create_fleet(%L, %s, %s, %s);',
+                                p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits);
+    END IF;
+    -- The fleet's first claim starts at the registry's last fence, if any
+    -- (a fleet of the same name may have had claims in a history a restore
+    -- lost; fence() passes over a fleet without claims).
+    IF NOT EXISTS (SELECT FROM snowflake_registry.node_ids n WHERE n.fleet = p_fleet) THEN
+        UPDATE snowflake_registry.fleets g
+        SET fence_ms = greatest(g.fence_ms,
                 coalesce((SELECT CASE WHEN i.fenced_until_unix_ms < 0 THEN -1
-                                      ELSE i.fenced_until_unix_ms - p_epoch_unix_ms END
+                                      ELSE i.fenced_until_unix_ms - g.epoch_unix_ms END
                           FROM snowflake_registry.incarnation i), -1))
         WHERE g.fleet = p_fleet
         RETURNING * INTO STRICT f;
@@ -759,6 +784,19 @@ BEGIN
     now_ms := snowflake_registry.now_ms(f.epoch_unix_ms);
     max_node := (1 << f.node_bits) - 1;
 
+    -- A keyed claim's retry revealed the secrets of the claims it repeats
+    -- (p_revealed: their tokens): the live one of them, if one was made,
+    -- takes this claim's token and is answered as a retry; a revealed
+    -- secret is spent. (Under the fleet's lock: a claim still being made
+    -- has committed or failed by now.)
+    IF p_revealed IS NOT NULL THEN
+        UPDATE snowflake_registry.node_ids n SET token = p_token
+        WHERE (n.fleet, n.node_id) = (SELECT o.fleet, o.node_id FROM snowflake_registry.node_ids o
+                                      WHERE o.fleet = p_fleet AND o.released_at IS NULL AND o.token = ANY (p_revealed)
+                                      ORDER BY o.claim_id DESC LIMIT 1);
+        p_retry := p_retry OR FOUND;
+    END IF;
+
     -- The same token again: a retry of a claim whose answer was lost (it
     -- committed all the same), or a request that arrived after its retry.
     -- The same answer, never a second claim: that would take over the
@@ -766,6 +804,13 @@ BEGIN
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.token = p_token AND n.released_at IS NULL;
     IF FOUND THEN
+        -- (A keyed claim's first request names a secret's hash never used:
+        -- one seen in flight and sent again gets no answer, nor its key.)
+        IF NOT p_retry THEN
+            RAISE EXCEPTION 'snowflake_registry: this claim''s secret was used already'
+                USING ERRCODE = '22023',
+                      HINT = 'Each claim names the hash of a new secret; a retry reveals the secrets of the claims it repeats (p_previous_secrets).';
+        END IF;
         IF p_node_id IS NOT NULL AND p_node_id <> cur.node_id THEN
             RAISE EXCEPTION 'snowflake_registry: this claim''s token holds node id %, not %', cur.node_id, p_node_id
                 USING ERRCODE = '22023';
@@ -881,11 +926,14 @@ BEGIN
     RETURNING grants.claim_id INTO new_claim;
     INSERT INTO snowflake_registry.node_ids AS n
         (fleet, node_id, claim_id, token, system_identifier, host, port, data_directory,
-         floor_ms, until_ms, max_until_ms, renew_every_ms, claimed_at, renewed_at, released_at)
+         floor_ms, until_ms, max_until_ms, renew_every_ms, claimed_at, renewed_at, released_at,
+         signing_key, last_call)
     VALUES (p_fleet, chosen, new_claim, p_token, p_system_identifier, p_host, p_port, p_data_directory,
-            new_floor, new_until, new_until, greatest(p_grant_ms / 6, 100), clock_timestamp(), clock_timestamp(), NULL)
+            new_floor, new_until, new_until, greatest(p_grant_ms / 6, 100), clock_timestamp(), clock_timestamp(), NULL,
+            NULL, 0)
     ON CONFLICT ON CONSTRAINT node_ids_pkey DO UPDATE SET
         claim_id = EXCLUDED.claim_id, token = EXCLUDED.token,
+        signing_key = NULL, last_call = 0,
         system_identifier = EXCLUDED.system_identifier, host = EXCLUDED.host, port = EXCLUDED.port,
         data_directory = EXCLUDED.data_directory, floor_ms = EXCLUDED.floor_ms,
         until_ms = EXCLUDED.until_ms, max_until_ms = greatest(n.max_until_ms, EXCLUDED.until_ms),
@@ -895,12 +943,27 @@ BEGIN
 END
 $$;
 
+-- A signed call whose number the claim has used (a replay, or two calls
+-- with one number at once): refused, its effect rolled back.
+CREATE OR REPLACE FUNCTION snowflake_registry.refuse_used_call(p_call bigint, p_claim_id bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'snowflake_registry: call number % of claim % was used already', p_call, p_claim_id
+        USING ERRCODE = '22023',
+              HINT = 'A signed call is accepted once: its holder numbers each call above the last.';
+END
+$$;
+
 -- Raises the holder's grant to p_grant_ms past its present (never lowers it).
 -- Fails with 55000 when the claim is no longer the holder's.
-CREATE OR REPLACE FUNCTION snowflake_registry.renew(
-    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_holder_now_ms bigint, p_grant_ms bigint)
+CREATE OR REPLACE FUNCTION snowflake_registry.renew_by_token(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_holder_now_ms bigint, p_grant_ms bigint,
+    p_call bigint)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -967,10 +1030,15 @@ BEGIN
     new_until := greatest(cur.until_ms,
                           least(greatest(p_holder_now_ms, cur.floor_ms) + p_grant_ms,
                                 snowflake_registry.now_ms(f.epoch_unix_ms) + least(f.max_grant_ms, 3600000)));
+    -- (A signed call's number is spent in the same update: one update of
+    -- the row per call, so no foreign key check waits on the fleet's row.)
     UPDATE snowflake_registry.node_ids n SET until_ms = new_until,
         max_until_ms = greatest(n.max_until_ms, new_until), renewed_at = clock_timestamp(),
-        renew_every_ms = greatest(p_grant_ms / 6, 100)
-    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+        renew_every_ms = greatest(p_grant_ms / 6, 100), last_call = coalesce(p_call, n.last_call)
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id AND (p_call IS NULL OR n.last_call < p_call);
+    IF NOT FOUND THEN
+        PERFORM snowflake_registry.refuse_used_call(p_call, p_claim_id);
+    END IF;
     UPDATE snowflake_registry.grants g SET until_ms = new_until, renewed_at = clock_timestamp()
     WHERE g.claim_id = p_claim_id;
     RETURN new_until;
@@ -980,10 +1048,10 @@ $$;
 -- Ends a claim at a clean shutdown: the holder issued no ID with a time
 -- after p_issued_until_ms (and will not), so the next holder's floor is
 -- that, not the whole grant.
-CREATE OR REPLACE FUNCTION snowflake_registry.release(
-    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_issued_until_ms bigint)
+CREATE OR REPLACE FUNCTION snowflake_registry.release_by_token(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_issued_until_ms bigint, p_call bigint)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1005,8 +1073,12 @@ BEGIN
     -- Never below the floor (earlier holders' grants), never above the grant.
     issued := least(greatest(p_issued_until_ms, cur.floor_ms), cur.until_ms);
     UPDATE snowflake_registry.node_ids n SET until_ms = issued,
-        max_until_ms = greatest(cur.floor_ms, issued), released_at = clock_timestamp()
-    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+        max_until_ms = greatest(cur.floor_ms, issued), released_at = clock_timestamp(),
+        last_call = coalesce(p_call, n.last_call)
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id AND (p_call IS NULL OR n.last_call < p_call);
+    IF NOT FOUND THEN
+        PERFORM snowflake_registry.refuse_used_call(p_call, p_claim_id);
+    END IF;
     UPDATE snowflake_registry.grants g SET until_ms = issued, ended_at = clock_timestamp(), ended = 'released'
     WHERE g.claim_id = p_claim_id;
 END
@@ -1038,11 +1110,11 @@ $$;
 -- who_issued() reads its one grant row. Two holders reporting one node id
 -- cannot both pass: the one that is not the last claim the registry knows
 -- is refused.
-CREATE OR REPLACE FUNCTION snowflake_registry.resume(
+CREATE OR REPLACE FUNCTION snowflake_registry.resume_by_token(
     p_fleet text, p_node_id int, p_claim_id bigint, p_token text,
-    p_held_until_ms bigint, p_holder_now_ms bigint, p_grant_ms bigint)
+    p_held_until_ms bigint, p_holder_now_ms bigint, p_grant_ms bigint, p_call bigint)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1109,8 +1181,11 @@ BEGIN
                           least(greatest(p_holder_now_ms, cur.floor_ms) + p_grant_ms, now_ms + cap));
     UPDATE snowflake_registry.node_ids n SET until_ms = new_until,
         max_until_ms = greatest(n.max_until_ms, new_until), renewed_at = clock_timestamp(),
-        renew_every_ms = greatest(p_grant_ms / 6, 100), released_at = NULL
-    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+        renew_every_ms = greatest(p_grant_ms / 6, 100), released_at = NULL, last_call = coalesce(p_call, n.last_call)
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id AND (p_call IS NULL OR n.last_call < p_call);
+    IF NOT FOUND THEN
+        PERFORM snowflake_registry.refuse_used_call(p_call, p_claim_id);
+    END IF;
     -- (Not fenced: a retry whose first answer was lost, renewed.)
     UPDATE snowflake_registry.grants g SET until_ms = new_until, renewed_at = clock_timestamp(),
         ended_at = NULL, ended = NULL,
@@ -1121,26 +1196,310 @@ BEGIN
 END
 $$;
 
--- For the registry's owner: a new fleet (one ID space). Its first claim
--- records its epoch and layout; servers name it in
--- snowflake_id.registry_fleet. Not granted to the client role: a claim for
--- a fleet that does not exist is refused, so a typo cannot start a second
--- ID space. Creating one that exists does nothing.
-CREATE OR REPLACE FUNCTION snowflake_registry.create_fleet(p_fleet text)
+-- # The calls clients make
+--
+-- A server of this release makes a keyed claim and signs every later call;
+-- servers of older releases use the plain token functions further down.
+-- What an onlooker sees of a keyed claim's calls (pg_stat_activity on the
+-- registry, its log at any log_statement or log_min_error_statement,
+-- pg_stat_statements) proves nothing it can use again:
+--   * claim_keyed() names the hash of a new random secret; its answer (and
+--     only its answer, which no log or view shows) carries the claim's
+--     signing key. A retry of a claim whose answer was lost reveals the
+--     secret and names the hash of a new one: the registry answers the
+--     retry only while the revealed secret's hash is still the claim's,
+--     and then replaces it (claim_by_token()), so a revealed secret is
+--     spent. (An onlooker
+--     that wins that race in flight gets a claim whose holder never had
+--     its answer, so issued nothing under it; the holder claims again.)
+--   * renew_signed(), release_signed() and resume_signed() name a call
+--     number higher than any the claim signed before, and a proof:
+--     sha256(key || hex(sha256(the call's text))), the call's text being
+--     its function, node id, claim, call number, arguments and fleet,
+--     joined by '|' (call_text()). A proof is accepted once; a wrong one
+--     (or one already spent) takes no lock and changes nothing.
+
+-- The text a signed call's proof covers. (The fleet last: it is the one
+-- field that may hold a '|'.)
+CREATE OR REPLACE FUNCTION snowflake_registry.call_text(
+    p_function text, p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint, VARIADIC p_args bigint[])
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT concat_ws('|', p_function, p_node_id, p_claim_id, p_call, array_to_string(p_args, '|'), p_fleet)
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.call_proof(p_key text, p_text text)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT encode(sha256(convert_to(p_key || encode(sha256(convert_to(p_text, 'UTF8')), 'hex'), 'UTF8')), 'hex')
+$$;
+
+-- The token of the keyed claim a signed call names, when its proof holds
+-- (read without a lock: a wrong proof takes none); NULL when it does not.
+-- A call number not above the claim's last is refused (22023).
+CREATE OR REPLACE FUNCTION snowflake_registry.signed_token(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint, p_text text, p_proof text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cur snowflake_registry.node_ids;
+BEGIN
+    IF p_call IS NULL OR p_proof IS NULL OR p_proof !~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'snowflake_registry: a signed call needs a call number and a proof (64 hex digits)'
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO cur FROM snowflake_registry.node_ids n
+    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+    IF cur.claim_id IS DISTINCT FROM p_claim_id OR cur.signing_key IS NULL
+       OR snowflake_registry.call_proof(cur.signing_key, p_text) <> p_proof THEN
+        RETURN NULL;
+    END IF;
+    IF p_call <= cur.last_call THEN
+        RAISE EXCEPTION 'snowflake_registry: call number % of claim % was used already (the last is %)',
+            p_call, p_claim_id, cur.last_call
+            USING ERRCODE = '22023',
+                  HINT = 'A signed call is accepted once: its holder numbers each call above the last. A proof seen elsewhere and sent again is refused.';
+    END IF;
+    RETURN cur.token;
+END
+$$;
+
+-- A keyed claim: as claim() (the same rules), but the caller names the
+-- hash (sha256, hex) of a new random secret of its own instead of a
+-- token, and the answer carries the claim's signing key (32 hex digits).
+-- A retry of claims whose answers were lost reveals their secrets in
+-- p_previous_secrets (at most 16; and names a new hash): it gets the answer
+-- and key of the one that was made, if it is live and none of them was
+-- revealed before; else it is a new claim. (A request delayed past its
+-- retry makes a claim of its own, which its sender never learns of: it
+-- ends with its grant.)
+DROP FUNCTION IF EXISTS snowflake_registry.claim_keyed(text, bigint, int, int, int, int, text, text, numeric, text, int, text, bigint, bigint);
+CREATE OR REPLACE FUNCTION snowflake_registry.claim_keyed(
+    p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
+    p_node_id int, p_preferred int, p_secret_hash text, p_previous_secrets text[],
+    p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
+    p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint, signing_key text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    answer record;
+    key text;
+BEGIN
+    IF p_secret_hash IS NULL OR p_secret_hash !~ '^[0-9a-f]{64}$'
+       OR cardinality(p_previous_secrets) > 16
+       OR EXISTS (SELECT FROM unnest(p_previous_secrets) x WHERE x IS NULL OR length(x) NOT BETWEEN 16 AND 128) THEN
+        RAISE EXCEPTION 'snowflake_registry: invalid claim arguments'
+            USING ERRCODE = '22023',
+                  HINT = 'The hash of the secret is sha256 as 64 hex digits; at most 16 previous secrets, of 16 to 128 characters each.';
+    END IF;
+    SELECT * INTO STRICT answer FROM snowflake_registry.claim_by_token(
+        p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits, p_node_id, p_preferred,
+        'keyed:' || p_secret_hash, p_system_identifier, p_host, p_port, p_data_directory,
+        p_holder_now_ms, p_grant_ms, false,
+        ARRAY(SELECT 'keyed:' || encode(sha256(convert_to(x, 'UTF8')), 'hex') FROM unnest(p_previous_secrets) x));
+    UPDATE snowflake_registry.node_ids n
+    SET signing_key = coalesce(n.signing_key, left(encode(sha256(convert_to(
+            gen_random_uuid()::text || gen_random_uuid()::text || clock_timestamp()::text, 'UTF8')), 'hex'), 32))
+    WHERE n.fleet = p_fleet AND n.node_id = answer.node_id AND n.claim_id = answer.claim_id
+    RETURNING n.signing_key INTO STRICT key;
+    RETURN QUERY SELECT answer.node_id, answer.claim_id, answer.floor_ms, answer.until_ms, key;
+END
+$$;
+
+-- renew() for a keyed claim, signed: call_text('renew', fleet, node id,
+-- claim, call, holder_now_ms, grant_ms).
+CREATE OR REPLACE FUNCTION snowflake_registry.renew_signed(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint,
+    p_holder_now_ms bigint, p_grant_ms bigint, p_proof text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    token text := snowflake_registry.signed_token(p_fleet, p_node_id, p_claim_id, p_call,
+        snowflake_registry.call_text('renew', p_fleet, p_node_id, p_claim_id, p_call, p_holder_now_ms, p_grant_ms),
+        p_proof);
+BEGIN
+    -- (A wrong proof is answered as a wrong token is: the claim is lost to
+    -- the caller.)
+    RETURN snowflake_registry.renew_by_token(p_fleet, p_node_id, p_claim_id, coalesce(token, '-'),
+                                             p_holder_now_ms, p_grant_ms, p_call);
+END
+$$;
+
+-- release() for a keyed claim, signed: call_text('release', fleet, node
+-- id, claim, call, issued_until_ms). A wrong proof changes nothing.
+CREATE OR REPLACE FUNCTION snowflake_registry.release_signed(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint, p_issued_until_ms bigint, p_proof text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    token text := snowflake_registry.signed_token(p_fleet, p_node_id, p_claim_id, p_call,
+        snowflake_registry.call_text('release', p_fleet, p_node_id, p_claim_id, p_call, p_issued_until_ms),
+        p_proof);
+BEGIN
+    IF token IS NOT NULL THEN
+        PERFORM snowflake_registry.release_by_token(p_fleet, p_node_id, p_claim_id, token, p_issued_until_ms, p_call);
+    END IF;
+END
+$$;
+
+-- resume() for a keyed claim, signed: call_text('resume', fleet, node id,
+-- claim, call, held_until_ms, holder_now_ms, grant_ms).
+CREATE OR REPLACE FUNCTION snowflake_registry.resume_signed(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint,
+    p_held_until_ms bigint, p_holder_now_ms bigint, p_grant_ms bigint, p_proof text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    token text := snowflake_registry.signed_token(p_fleet, p_node_id, p_claim_id, p_call,
+        snowflake_registry.call_text('resume', p_fleet, p_node_id, p_claim_id, p_call,
+                                     p_held_until_ms, p_holder_now_ms, p_grant_ms),
+        p_proof);
+BEGIN
+    RETURN snowflake_registry.resume_by_token(p_fleet, p_node_id, p_claim_id, coalesce(token, '-'),
+                                              p_held_until_ms, p_holder_now_ms, p_grant_ms, p_call);
+END
+$$;
+
+-- Which registry answers: its id (rules.registry_id) and its cluster's
+-- system identifier now. Servers ask it on each new connection.
+CREATE OR REPLACE FUNCTION snowflake_registry.registry_identity(OUT registry_id uuid, OUT system_identifier numeric)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT r.registry_id, i.system_identifier FROM snowflake_registry.rules r, snowflake_registry.identity() i
+$$;
+
+-- The plain token functions, for servers of older releases (their claims
+-- have no key): the token travels in every call, where an onlooker may
+-- read it, so upgrade those servers. A keyed claim is never reached
+-- through them.
+CREATE OR REPLACE FUNCTION snowflake_registry.plain_token(p_token text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_token LIKE 'keyed:%' THEN
+        RAISE EXCEPTION 'snowflake_registry: a keyed claim is renewed, released and resumed only with signed calls'
+            USING ERRCODE = '22023',
+                  HINT = 'renew_signed(), release_signed(), resume_signed().';
+    END IF;
+    RETURN p_token;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.claim(
+    p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
+    p_node_id int, p_preferred int, p_token text,
+    p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
+    p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT * FROM snowflake_registry.claim_by_token(p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits,
+    p_node_id, p_preferred, snowflake_registry.plain_token(p_token), p_system_identifier, p_host, p_port,
+    p_data_directory, p_holder_now_ms, p_grant_ms, true, NULL)
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.renew(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS bigint
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT snowflake_registry.renew_by_token(p_fleet, p_node_id, p_claim_id, snowflake_registry.plain_token(p_token),
+                                         p_holder_now_ms, p_grant_ms, NULL)
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.release(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_issued_until_ms bigint)
+RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT snowflake_registry.release_by_token(p_fleet, p_node_id, p_claim_id, snowflake_registry.plain_token(p_token),
+                                           p_issued_until_ms, NULL)
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.resume(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text,
+    p_held_until_ms bigint, p_holder_now_ms bigint, p_grant_ms bigint)
+RETURNS bigint
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT snowflake_registry.resume_by_token(p_fleet, p_node_id, p_claim_id, snowflake_registry.plain_token(p_token),
+                                          p_held_until_ms, p_holder_now_ms, p_grant_ms, NULL)
+$$;
+
+-- For the registry's owner: a new fleet (one ID space), with its epoch (ms
+-- since 1970), layout and longest grant; servers name it in
+-- snowflake_id.registry_fleet and must have its epoch and layout. Not
+-- granted to the client role: a claim for a fleet that does not exist, or
+-- with another epoch or layout, is refused, so neither a typo nor a client
+-- can start or shape an ID space. Made again with the same values it does
+-- nothing; a fleet no claim was made in yet (the install's "default") takes
+-- new values; one with claims keeps its epoch and layout (55000). (Its
+-- first claim starts at the registry's last fence.)
+DROP FUNCTION IF EXISTS snowflake_registry.create_fleet(text);
+CREATE OR REPLACE FUNCTION snowflake_registry.create_fleet(
+    p_fleet text, p_epoch_unix_ms bigint DEFAULT 1735689600000, p_node_bits int DEFAULT 10,
+    p_sequence_bits int DEFAULT 12, p_max_grant_ms bigint DEFAULT 60000)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    f snowflake_registry.fleets;
 BEGIN
     IF p_fleet IS NULL OR p_fleet = '' OR length(p_fleet) > 63 THEN
         RAISE EXCEPTION 'snowflake_registry: a fleet name is 1 to 63 characters'
             USING ERRCODE = '22023';
     END IF;
-    PERFORM snowflake_registry.durable_commit();
-    INSERT INTO snowflake_registry.fleets (fleet) VALUES (p_fleet) ON CONFLICT DO NOTHING;
-    IF NOT FOUND THEN
-        RAISE NOTICE 'snowflake_registry: fleet "%" exists already', p_fleet;
+    IF p_epoch_unix_ms IS NULL OR p_epoch_unix_ms NOT BETWEEN -4611686018427387903 AND 4611686018427387903
+       OR p_node_bits IS NULL OR p_sequence_bits IS NULL OR p_node_bits < 0 OR p_sequence_bits < 0
+       OR p_node_bits + p_sequence_bits > 28
+       OR p_max_grant_ms IS NULL OR p_max_grant_ms NOT BETWEEN 1 AND 3600000 THEN
+        RAISE EXCEPTION 'snowflake_registry: invalid fleet arguments'
+            USING ERRCODE = '22023',
+                  HINT = 'An epoch in ms since 1970, node and sequence bits of 0 to 28 together (at least 35 time bits), a longest grant of 1 ms to 1 hour.';
     END IF;
+    PERFORM snowflake_registry.durable_commit();
+    SELECT * INTO f FROM snowflake_registry.fleets g WHERE g.fleet = p_fleet FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO snowflake_registry.fleets (fleet, epoch_unix_ms, node_bits, sequence_bits, max_grant_ms)
+        VALUES (p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits, p_max_grant_ms);
+        RETURN;
+    END IF;
+    IF (f.epoch_unix_ms, f.node_bits, f.sequence_bits, f.max_grant_ms)
+       IS NOT DISTINCT FROM (p_epoch_unix_ms, p_node_bits, p_sequence_bits, p_max_grant_ms) THEN
+        RAISE NOTICE 'snowflake_registry: fleet "%" exists already', p_fleet;
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_registry.node_ids n WHERE n.fleet = p_fleet) THEN
+        RAISE EXCEPTION 'fleet "%" has claims, with epoch % ms and layout %/%/% (time/node/sequence bits) and max_grant_ms %',
+            p_fleet, f.epoch_unix_ms, 63 - f.node_bits - f.sequence_bits, f.node_bits, f.sequence_bits, f.max_grant_ms
+            USING ERRCODE = '55000',
+                  HINT = 'Its IDs were made with its epoch and layout: another one is another fleet (another name). To change its longest grant: UPDATE snowflake_registry.fleets SET max_grant_ms = ... WHERE fleet = ...;';
+    END IF;
+    UPDATE snowflake_registry.fleets g SET epoch_unix_ms = p_epoch_unix_ms, node_bits = p_node_bits,
+        sequence_bits = p_sequence_bits, max_grant_ms = p_max_grant_ms
+    WHERE g.fleet = p_fleet;
 END
 $$;
 
@@ -1217,11 +1576,24 @@ INSERT INTO snowflake_registry.incarnation (only_row, system_identifier, timelin
 SELECT true, i.system_identifier, i.timeline, clock_timestamp() FROM snowflake_registry.identity() i
 ON CONFLICT DO NOTHING;
 
+-- The fleet "default", with the extension's defaults (epoch 2025-01-01,
+-- 10 node bits, 12 sequence bits, a minute's longest grant); an existing
+-- one is kept. Before its first claim its owner may give it others:
+-- SELECT snowflake_registry.create_fleet('default', <epoch ms>, <node bits>, <sequence bits>);
+INSERT INTO snowflake_registry.fleets (fleet, epoch_unix_ms, node_bits, sequence_bits)
+VALUES ('default', 1735689600000, 10, 12)
+ON CONFLICT DO NOTHING;
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_registry.claim(text, bigint, int, int, int, int, text, numeric, text, int, text, bigint, bigint),
                           snowflake_registry.renew(text, int, bigint, text, bigint, bigint),
                           snowflake_registry.release(text, int, bigint, text, bigint),
-                          snowflake_registry.resume(text, int, bigint, text, bigint, bigint, bigint)
+                          snowflake_registry.resume(text, int, bigint, text, bigint, bigint, bigint),
+                          snowflake_registry.claim_keyed(text, bigint, int, int, int, int, text, text[], numeric, text, int, text, bigint, bigint),
+                          snowflake_registry.renew_signed(text, int, bigint, bigint, bigint, bigint, text),
+                          snowflake_registry.release_signed(text, int, bigint, bigint, bigint, text),
+                          snowflake_registry.resume_signed(text, int, bigint, bigint, bigint, bigint, bigint, text),
+                          snowflake_registry.registry_identity()
     TO snowflake_registry_client;
 
 COMMIT;

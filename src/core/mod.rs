@@ -7,6 +7,7 @@
 //! [`generator::Environment`]. Everything here is unit- and property-tested
 //! with `cargo test` and a scripted clock, without a server.
 
+pub mod call_proof;
 pub mod config;
 pub mod conninfo;
 pub mod convert;
@@ -17,6 +18,7 @@ pub mod instance;
 pub mod layout;
 pub mod lease;
 pub mod lease_wal;
+pub mod node_marker;
 pub mod public_id;
 pub mod registry;
 pub mod text_forms;

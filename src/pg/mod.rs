@@ -10,10 +10,15 @@
 //! - [`lease_worker`]: the background worker that extends the lease;
 //! - [`registry::renewal`]: the registry worker's renewals, and the
 //!   resumption of a claim the registry's fence ended;
+//! - [`registry::signing`]: what proves a call the claim's (the secrets a
+//!   claim names and reveals, the signed calls' proofs);
+//! - [`registry::connect`]: a connection to the registry: verified, and
+//!   to the registry this server claimed from;
 //! - [`registry::worker`]: the registry's background worker, which
 //!   claims and releases the node id, over
 //!   [`registry::answer`] (what it asks, which answers it accepts) and
-//!   [`registry::identity`] (its token, the host, the preferred node id);
+//!   [`registry::identity`] (a claim's secret, the host, this data
+//!   directory's last claim);
 //! - [`registry::status`]: the claim as `snowflake_stats()` and the holds
 //!   show it;
 //! - [`shmem`]: the shared-memory hooks: every room's space and locks

@@ -252,10 +252,8 @@ out=$(registry_sql "SELECT snowflake_registry.renew('default', $X2, NULL, NULL, 
 [ "$(sql_value reg "SELECT state FROM snowflake_registry.holders WHERE fleet = 'default' AND node_id = $X2")" = held ] ||
   fail "another server's claim was released without its token (or with a NULL one)"
 pass "the client role cannot read or change the registry's tables, nor renew or release another server's claim"
-# (A fleet other than "default" is made by the owner; an older registry
-# script, SF_REGISTRY_SQL, made it at its first claim.)
-psql_on reg -c "DO \$\$ BEGIN IF to_regproc('snowflake_registry.create_fleet') IS NOT NULL THEN
-  PERFORM snowflake_registry.create_fleet('tiny'); END IF; END \$\$" >/dev/null
+# (A fleet is made by the owner, with its epoch and layout.)
+psql_on reg -c "SELECT snowflake_registry.create_fleet('tiny', 1735689600000, 1, 12)" >/dev/null
 now=$(( $(now_ms) - 1735689600000 ))
 for i in 1 2; do
   registry_sql "SELECT node_id FROM snowflake_registry.claim('tiny', 1735689600000, 1, 12, NULL, NULL, 'token-of-holder-$i', $i, 'h$i', $i, '/d$i', $now, 60000)" >/dev/null

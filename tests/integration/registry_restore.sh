@@ -70,7 +70,7 @@ registry_admin() { sql_value reg "$1"; }
 # --- before the backup: the fleet exists, node id 0 released, 1 held by b
 # (The fleet made with its bound before any claim: lowering it later would
 # keep the longer one's reach for its length.)
-registry_admin "INSERT INTO snowflake_registry.fleets (fleet, max_grant_ms) VALUES ('default', $MAX_GRANT_MS)" >/dev/null
+registry_admin "SELECT snowflake_registry.create_fleet('default', 1735689600000, 10, 1, $MAX_GRANT_MS)" >/dev/null
 node_init z "${FLEET[@]}"
 cluster_start z
 make_table z

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A registry restored from a backup taken before its first claim
 # (docs/registry.md, "Restoring the registry from a backup"): the backup knows
-# no fleet and no claim, so the fence must reach the fleets it does not know.
+# no claim (only the fleet, made with its layout before the backup), so the
+# fence must reach the claims it does not know.
 #
 #   1. Restored from a copy of its stopped data directory (nothing to
 #      notice), fenced by hand with fence_after_restore() as the docs say
@@ -16,8 +17,8 @@
 #   2. Restored from a base backup with recovery (a new timeline): the
 #      registry notices by itself at the first call, although the backup
 #      predates every claim (the identity is recorded at install), and the
-#      first claim of the fleet it does not know starts an hour ahead (the
-#      longest grant any fleet may have had).
+#      first claim of the fleet, which had no claim in the backup, starts an
+#      hour ahead (the longest grant any fleet may have had).
 # Every ID is recorded; each case ends with the check that none was issued
 # twice. SF_REGISTRY_SQL=<the script before> shows case 1 fail with IDs
 # issued twice.
@@ -42,7 +43,9 @@ writer() {
 
 # --- the backups, before any claim: a copy of the stopped data directory
 # and a base backup (a's own login role made before them)
-[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.fleets")" = 0 ] || fail "the new registry has fleets"
+[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.node_ids")" = 0 ] || fail "the new registry has claims"
+# The fleet's layout, given by the owner (a claim never shapes a fleet).
+registry_admin "SELECT snowflake_registry.create_fleet('default', 1735689600000, 10, 1)" >/dev/null
 psql_on reg -c "CREATE ROLE fleet_a LOGIN; GRANT snowflake_registry_client TO fleet_a" >/dev/null
 cluster_stop reg
 cp -a "$REG_DIR" "$SF_WORK/reg.cold"
@@ -69,7 +72,7 @@ cluster_stop reg
 mv "$REG_DIR" "$SF_WORK/reg.lost"
 cp -a "$SF_WORK/reg.cold" "$REG_DIR"
 cluster_start reg
-[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.fleets")" = 0 ] || fail "the restored registry knows a fleet"
+[ "$(registry_admin "SELECT count(*) FROM snowflake_registry.node_ids")" = 0 ] || fail "the restored registry knows a claim"
 psql_on reg -c "ALTER ROLE fleet_a NOLOGIN" >/dev/null
 # The fleet's longest grant, as the operator knows it (a minute by default;
 # a has 10 s, 12 s keeps the test short).

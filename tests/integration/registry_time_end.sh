@@ -35,7 +35,7 @@ end_ms=$(( (1 << 35) - 1 ))
 end_unix_ms=$(( epoch_s * 1000 + end_ms ))
 LAYOUT=("snowflake_id.node_bits = 27" "snowflake_id.sequence_bits = 1" "snowflake_id.epoch = '$EPOCH'"
   "snowflake_id.registry_fleet = 'short'" "snowflake_id.node_id = 0")
-psql_on reg -c "SELECT snowflake_registry.create_fleet('short')" >/dev/null
+psql_on reg -c "SELECT snowflake_registry.create_fleet('short', $((epoch_s * 1000)), 27, 1)" >/dev/null
 # id_ms ID: the ID's time (ms since the epoch).
 id_ms() { echo $(( $1 >> 28 )); }
 

@@ -23,9 +23,13 @@
 #    that does not answer).
 # 3. Fleets are made on purpose: a claim for a fleet that does not exist
 #    (a typo in snowflake_id.registry_fleet) is refused with 42704 and the
-#    hint to create it, the client role cannot create one, the owner can
-#    (create_fleet(); its first claim records the layout); and the rows of
-#    node_ids, which hold the floors, cannot be deleted or truncated.
+#    hint to create it, the client role cannot create one, the owner can,
+#    with its epoch, layout and longest grant (create_fleet(); the install
+#    makes "default" with the extension's defaults); a claim never shapes a
+#    fleet: a client's first claim with epoch 0 and one node bit is refused
+#    (before: it fixed the fleet's layout, and every server's claim was
+#    refused); the owner may reshape a fleet until its first claim; and the
+#    rows of node_ids, which hold the floors, cannot be deleted or truncated.
 # 4. A claim is idempotent per token: the same token again (a retry whose
 #    first answer was lost) gets the same answer, not a takeover of its own
 #    claim with its own grant as the floor; and a server whose claim's
@@ -41,7 +45,7 @@
 
 # --- 1a. the commit mode of each registry call, with the role's default off
 psql_on reg -c "ALTER ROLE fleet_node SET synchronous_commit = off" >/dev/null
-psql_on reg -c "SELECT snowflake_registry.create_fleet('durable')" >/dev/null
+psql_on reg -c "SELECT snowflake_registry.create_fleet('durable', 0, 10, 12)" >/dev/null
 token=0123456789abcdef0123456789abcd
 mode_after() { # CALL: synchronous_commit at the end of the call's transaction
   psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cluster_port reg)" -U fleet_node -d postgres \
@@ -96,23 +100,26 @@ GRANT USAGE ON SCHEMA snowflake_registry TO PUBLIC;
 CREATE TABLE snowflake_registry.mode (m text);
 INSERT INTO snowflake_registry.mode VALUES ('node');
 GRANT SELECT ON snowflake_registry.mode TO PUBLIC;
-CREATE FUNCTION snowflake_registry.claim(
+CREATE FUNCTION snowflake_registry.registry_identity(OUT registry_id uuid, OUT system_identifier numeric)
+LANGUAGE sql AS $$ SELECT '00000000-0000-4000-8000-000000000001'::uuid, 1::numeric $$;
+CREATE FUNCTION snowflake_registry.claim_keyed(
     p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
-    p_node_id int, p_preferred int, p_token text,
+    p_node_id int, p_preferred int, p_secret_hash text, p_previous_secrets text[],
     p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
     p_holder_now_ms bigint, p_grant_ms bigint)
-RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint)
+RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint, signing_key text)
 LANGUAGE sql AS $$
     SELECT CASE m WHEN 'node' THEN 5000 WHEN 'endless' THEN 0 ELSE 7 END,
            1::bigint, -1::bigint,
-           CASE m WHEN 'endless' THEN (1::bigint << 41) - 1 ELSE p_holder_now_ms + p_grant_ms END
+           CASE m WHEN 'endless' THEN (1::bigint << 41) - 1 ELSE p_holder_now_ms + p_grant_ms END,
+           '0123456789abcdef0123456789abcdef'
     FROM snowflake_registry.mode
 $$;
-CREATE FUNCTION snowflake_registry.renew(
-    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_holder_now_ms bigint, p_grant_ms bigint)
+CREATE FUNCTION snowflake_registry.renew_signed(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint, p_holder_now_ms bigint, p_grant_ms bigint, p_proof text)
 RETURNS bigint LANGUAGE sql AS $$ SELECT p_holder_now_ms + 100 * p_grant_ms $$;
-CREATE FUNCTION snowflake_registry.release(
-    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_issued_until_ms bigint)
+CREATE FUNCTION snowflake_registry.release_signed(
+    p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint, p_issued_until_ms bigint, p_proof text)
 RETURNS void LANGUAGE sql AS $$ SELECT $$;
 SQL
 IMPOSTOR="host=127.0.0.1 port=$(cluster_port reg) dbname=impostor user=fleet_node"
@@ -161,7 +168,7 @@ EPOCH=1735689600000
 now=$(( $(now_ms) - EPOCH ))
 out=$(registry_sql "SELECT * FROM snowflake_registry.claim('defualt', $EPOCH, 10, 12, NULL, NULL, '${token}10', 1, 'h', 1, '/d', $now, 3000)" 2>&1) &&
   fail "a claim for the fleet \"defualt\", which no one made, succeeded (a second ID space)"
-grep -q 'fleet "defualt" does not exist in this registry' <<<"$out" && grep -q "create_fleet('defualt')" <<<"$out" ||
+grep -q 'fleet "defualt" does not exist in this registry' <<<"$out" && grep -q "create_fleet('defualt', $EPOCH, 10, 12)" <<<"$out" ||
   fail "the refusal of an unknown fleet does not name it and the way to make it: $out"
 [ "$(sql_value reg "SELECT count(*) FROM snowflake_registry.fleets WHERE fleet = 'defualt'")" = 0 ] || fail "the refused claim made a fleet"
 cluster_init c "$(free_port)" "snowflake_id.registry = '$REGISTRY'" "snowflake_id.registry_grant = '${GRANT_MS}ms'" \
@@ -172,12 +179,26 @@ expect_refusal c "SELECT snowflake_next()" 42704 'fleet "defualt" does not exist
 cluster_stop c
 out=$(registry_sql "SELECT snowflake_registry.create_fleet('mine')" 2>&1) && fail "the client role created a fleet"
 grep -q "permission denied" <<<"$out" || fail "the client role's create_fleet() failed otherwise: $out"
-psql_on reg -c "SELECT snowflake_registry.create_fleet('second')" -c "SELECT snowflake_registry.create_fleet('second')" >/dev/null
+psql_on reg -c "SELECT snowflake_registry.create_fleet('second')" -c "SELECT snowflake_registry.create_fleet('second', $EPOCH, 9, 12)" \
+  -c "SELECT snowflake_registry.create_fleet('second', $EPOCH, 9, 12)" >/dev/null
+shape="SELECT concat_ws('/', epoch_unix_ms, node_bits, sequence_bits, max_grant_ms) FROM snowflake_registry.fleets WHERE fleet ="
+# A client's first claim with another epoch and layout does not shape it.
+out=$(registry_sql "SELECT node_id FROM snowflake_registry.claim('second', 0, 1, 12, NULL, NULL, '${token}12', 1, 'h', 1, '/d', $now, 3000)" 2>&1) &&
+  fail "a claim with epoch 0 and one node bit was granted in a fleet made with 9 node bits"
+grep -q "issues IDs with epoch $EPOCH ms and layout 42/9/12" <<<"$out" || fail "the claim with another layout was refused otherwise: $out"
+[ "$(sql_value reg "$shape 'second'")" = "$EPOCH/9/12/60000" ] || fail "a client's claim changed the fleet: $(sql_value reg "$shape 'second'")"
 [ "$(registry_sql "SELECT node_id FROM snowflake_registry.claim('second', $EPOCH, 9, 12, NULL, NULL, '${token}11', 1, 'h', 1, '/d', $now, 3000)")" = 0 ] ||
   fail "the first claim of a fleet the owner made did not get node id 0"
-[ "$(sql_value reg "SELECT epoch_unix_ms || '/' || node_bits || '/' || sequence_bits FROM snowflake_registry.fleets WHERE fleet = 'second'")" = "$EPOCH/9/12" ] ||
-  fail "the first claim did not record the fleet's epoch and layout"
-pass "a claim for an unknown fleet is refused (42704, with the hint to create_fleet()), also to a server with a misspelt registry_fleet; only the owner makes fleets"
+out=$(sql_error reg "SELECT snowflake_registry.create_fleet('second', $EPOCH, 8, 12)") || fail "a fleet with claims was reshaped"
+[ "$(sqlstate_of "$out")" = 55000 ] && grep -q 'has claims' <<<"$out" || fail "reshaping a fleet with claims failed otherwise: $out"
+[ "$(sql_value reg "$shape 'default'")" = "1735689600000/10/12/60000" ] || fail "the install did not make \"default\" with the defaults: $(sql_value reg "$shape 'default'")"
+# A fleet an older script made, without a layout: a claim does not give it one.
+psql_on reg -c "SELECT snowflake_registry.create_fleet('bare')" \
+  -c "UPDATE snowflake_registry.fleets SET epoch_unix_ms = NULL, node_bits = NULL, sequence_bits = NULL WHERE fleet = 'bare'" >/dev/null
+out=$(registry_sql "SELECT node_id FROM snowflake_registry.claim('bare', 0, 1, 12, NULL, NULL, '${token}13', 1, 'h', 1, '/d', $now, 3000)" 2>&1) &&
+  fail "a claim gave a fleet without a layout its layout"
+grep -q 'has no epoch and layout yet' <<<"$out" && grep -q "create_fleet('bare', 0, 1, 12)" <<<"$out" || fail "the claim in a fleet without a layout was refused otherwise: $out"
+pass "a claim for an unknown fleet is refused (42704, with the hint to create_fleet()), also to a server with a misspelt registry_fleet; only the owner makes and shapes fleets (\"default\" at install): a client's claim with another layout changes nothing"
 for stmt in "DELETE FROM snowflake_registry.node_ids WHERE fleet = 'second'" "TRUNCATE snowflake_registry.node_ids CASCADE" \
   "TRUNCATE snowflake_registry.fleets CASCADE"; do
   out=$(sql_error reg "$stmt") || fail "the owner's \"$stmt\" succeeded: floors lost"

@@ -604,8 +604,7 @@ class Fleet:
             subprocess.run(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(reg.port), "-U", "postgres",
                             "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-f", registry_sql],
                            check=True, stdout=subprocess.DEVNULL)
-            reg.psql("SELECT snowflake_registry.create_fleet('soak')")
-            reg.psql(f"UPDATE snowflake_registry.fleets SET max_grant_ms = {MAX_GRANT_MS} WHERE fleet = 'soak'")
+            reg.psql(f"SELECT snowflake_registry.create_fleet('soak', 1735689600000, {NODE_BITS}, 12, {MAX_GRANT_MS})")
             for s in fleet_servers + ["f1"]:
                 role = f"node_{s}"
                 reg.psql(f"CREATE ROLE {role} LOGIN; GRANT snowflake_registry_client TO {role}")

@@ -93,6 +93,20 @@ pub fn failure_texts(e: &CallError) -> (String, String) {
     }
 }
 
+/// A claim refused because the registry has no `claim_keyed()` (42883:
+/// its script is of an older release) says so, and how to fix it.
+pub fn older_script(e: CallError) -> CallError {
+    match e {
+        CallError::Refused { sqlstate, .. } if sqlstate == "42883" => CallError::Refused {
+            sqlstate,
+            message: "the registry's script is older than this server: it has no keyed claims and signed calls (snowflake_registry.claim_keyed(), registry_identity())".into(),
+            detail: None,
+            hint: Some("Run registry/snowflake_registry.sql of this release on the registry (running it again keeps every claim and floor); this server then claims by itself.".into()),
+        },
+        e => e,
+    }
+}
+
 /// Whether a renewal's refusal says the registry's fence ended this
 /// server's own claim (the registry's words after the claim's name: a
 /// host or data directory named later in a takeover's message cannot pass

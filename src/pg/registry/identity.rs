@@ -1,9 +1,11 @@
-//! Who is claiming: the claim's secret token (128 random bits, sent as
-//! hex), the host's name (shown in the registry's claims, for operators),
-//! and the node id this data directory held last (only a preference for
-//! the next claim, never trusted as one).
+//! Who is claiming: a claim's secret (128 random bits, of which the
+//! registry sees the hash, `signing.rs`), the host's name (shown in the
+//! registry's claims, for operators), and this data directory's last claim
+//! (its node id only a preference for the next claim, never trusted as
+//! one; its registry's id checked in `connect.rs`).
 
 use crate::core::instance::read_marker;
+use crate::core::node_marker::NodeMarker;
 use crate::pg::settings::data_dir;
 use pgrx::pg_sys;
 use std::ffi::CStr;
@@ -12,11 +14,11 @@ use std::ffi::CStr;
 /// preference for the next claim, never trusted as a claim.
 pub const NODE_FILE_NAME: &str = "snowflake_id.node";
 
-/// The node id this data directory held last in `fleet`.
-pub fn preferred_node(fleet: &str) -> Option<u64> {
+/// This data directory's last claim in `fleet` (its node id is only a
+/// preference for the next claim).
+pub fn last_claim(fleet: &str) -> Option<NodeMarker> {
     let text = read_marker(&data_dir(), NODE_FILE_NAME).ok().flatten()?;
-    let (f, n) = text.trim().rsplit_once(' ')?;
-    (f == fleet).then(|| n.parse().ok()).flatten()
+    NodeMarker::parse(&text).filter(|m| m.fleet == fleet)
 }
 
 pub fn host_name() -> String {
@@ -38,19 +40,14 @@ pub fn host_name() -> String {
 
 /// A random number in [0, 1), for spreading retries.
 pub fn random_unit() -> f64 {
-    let bytes = random_token();
+    let bytes = random_secret();
     let mut word = [0u8; 8];
     word.copy_from_slice(&bytes[..8]);
     (u64::from_le_bytes(word) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Bytes as lower-case hex (the token as the registry sees it).
-pub fn token_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// 128 random bits: the claim's secret (sent as hex).
-pub fn random_token() -> [u8; 16] {
+/// 128 random bits: a claim's secret.
+pub fn random_secret() -> [u8; 16] {
     let mut bytes = [0u8; 16];
     // SAFETY: `bytes` is a writable buffer of exactly bytes.len() bytes, the
     // length pg_strong_random is told to fill.

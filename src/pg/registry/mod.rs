@@ -14,10 +14,12 @@
 //! server never falls back to a guessed node id.
 
 pub mod answer;
+pub mod connect;
 pub mod identity;
 pub mod libpq;
 pub mod libpq_api;
 pub mod renewal;
+pub mod signing;
 pub mod status;
 pub mod worker;
 
@@ -102,13 +104,19 @@ pub struct ClaimState {
     floor_ms: AtomicI64,
     /// The node id claimed (also while waiting for its floor).
     claimed_node: AtomicU64,
-    /// The registry's number of the claim and its secret token (16 bytes),
+    /// The registry's number of the claim and its signing key (16 bytes),
     /// so that a registry worker started again (after a SIGTERM of its own,
     /// or an ERROR) resumes the claim: the same node id, renewed and
-    /// released with the same token, never a node id paired with another
-    /// claim's grant. 0: no claim yet.
+    /// released with calls signed by the same key, never a node id paired
+    /// with another claim's grant. 0: no claim yet.
     claim_id: AtomicI64,
-    token: [AtomicU64; 2],
+    key: [AtomicU64; 2],
+    /// The last call number signed (each signed call takes the next: the
+    /// registry accepts a number once, and only above the last).
+    calls: AtomicU64,
+    /// The id of the registry the claim was made at (its UUID's bytes; 0:
+    /// none yet): every connection after must reach the same registry.
+    registry_id: [AtomicU64; 2],
     /// How many times the registry worker ended while the server ran.
     worker_exits: AtomicU32,
     /// How many times a claim a fence ended was resumed (issuing went on).
@@ -175,7 +183,9 @@ pub unsafe fn attach(lock: Lock) {
                 floor_ms: AtomicI64::new(-1),
                 claimed_node: AtomicU64::new(NONE),
                 claim_id: AtomicI64::new(0),
-                token: [AtomicU64::new(0), AtomicU64::new(0)],
+                key: [AtomicU64::new(0), AtomicU64::new(0)],
+                calls: AtomicU64::new(0),
+                registry_id: [AtomicU64::new(0), AtomicU64::new(0)],
                 worker_exits: AtomicU32::new(0),
                 resumes: AtomicU32::new(0),
                 connection: AtomicU32::new(0),
@@ -247,17 +257,18 @@ impl ClaimState {
         self.until_ms.load(Ordering::Acquire)
     }
 
-    /// Keeps the claim's number and token for a registry worker started again.
-    fn keep_claim(&self, claim_id: i64, token: [u8; 16]) {
-        let (low, high) = token.split_at(8);
+    /// Keeps the claim's number and signing key for a registry worker
+    /// started again.
+    fn keep_claim(&self, claim_id: i64, key: [u8; 16]) {
+        let (low, high) = key.split_at(8);
         let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-        self.token[0].store(word(low), Ordering::Release);
-        self.token[1].store(word(high), Ordering::Release);
+        self.key[0].store(word(low), Ordering::Release);
+        self.key[1].store(word(high), Ordering::Release);
         self.claim_id.store(claim_id, Ordering::Release);
     }
 
-    /// The claim a registry worker started again resumes: its token and
-    /// grant (which holds its number), when one was made and is not
+    /// The claim a registry worker started again resumes: its signing key
+    /// and grant (which holds its number), when one was made and is not
     /// released.
     fn kept_claim(&self) -> Option<([u8; 16], crate::core::registry::Grant)> {
         let claim_id = self.claim_id.load(Ordering::Acquire);
@@ -268,16 +279,38 @@ impl ClaimState {
         {
             return None;
         }
-        let mut token = [0u8; 16];
-        token[..8].copy_from_slice(&self.token[0].load(Ordering::Acquire).to_le_bytes());
-        token[8..].copy_from_slice(&self.token[1].load(Ordering::Acquire).to_le_bytes());
+        let mut key = [0u8; 16];
+        key[..8].copy_from_slice(&self.key[0].load(Ordering::Acquire).to_le_bytes());
+        key[8..].copy_from_slice(&self.key[1].load(Ordering::Acquire).to_le_bytes());
         let grant = crate::core::registry::Grant {
             node_id,
             claim_id,
             floor_ms: self.floor_ms.load(Ordering::Acquire),
             until_ms: self.until_ms(),
         };
-        Some((token, grant))
+        Some((key, grant))
+    }
+
+    /// The number of the next signed call (above every one before).
+    fn next_call_number(&self) -> u64 {
+        self.calls.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Keeps the id of the registry the claim was made at.
+    fn keep_registry(&self, id: [u8; 16]) {
+        let (low, high) = id.split_at(8);
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+        self.registry_id[0].store(word(low), Ordering::Release);
+        self.registry_id[1].store(word(high), Ordering::Release);
+    }
+
+    /// The id of the registry the claims of this server's run were made
+    /// at, once one was.
+    fn claimed_registry(&self) -> Option<[u8; 16]> {
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&self.registry_id[0].load(Ordering::Acquire).to_le_bytes());
+        id[8..].copy_from_slice(&self.registry_id[1].load(Ordering::Acquire).to_le_bytes());
+        (id != [0; 16]).then_some(id)
     }
 }
 

@@ -7,10 +7,10 @@
 //! releases at the end.
 
 use super::answer::{asked_of, failure_texts, fence_ended, holder_time_ms, unrightful};
-use super::identity::random_token;
 use super::libpq::{CallError, OnShutdown};
 use super::worker::{time_text, ClaimWorker};
 use super::{ClaimState, Phase};
+use crate::core::call_proof::SignedCall;
 use crate::core::config::Config;
 use crate::core::registry::{check_renewal_answer, renew_every_ms, renewal_due, Asked, Grant};
 use crate::pg::settings;
@@ -19,8 +19,8 @@ use pgrx::prelude::*;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-const RENEW_SQL: &str = "SELECT snowflake_registry.renew($1, $2, $3, $4, $5, $6)";
-const RESUME_SQL: &str = "SELECT snowflake_registry.resume($1, $2, $3, $4, $5, $6, $7)";
+const RENEW_SQL: &str = "SELECT snowflake_registry.renew_signed($1, $2, $3, $4, $5, $6, $7)";
+const RESUME_SQL: &str = "SELECT snowflake_registry.resume_signed($1, $2, $3, $4, $5, $6, $7, $8)";
 /// The SQLSTATEs on which resuming is given up (see `resume`).
 const RESUME_REFUSALS: [&str; 4] = ["55000", "42883", "42501", "22023"];
 
@@ -59,14 +59,14 @@ impl ClaimWorker {
     pub(super) fn renew(&mut self, config: &Config, shared: &Shared, state: &ClaimState) {
         let Some(grant) = self.grant else { return };
         let asked = asked_of(config, shared);
-        let params = [
-            Some(settings::registry_fleet()),
-            Some(grant.node_id.to_string()),
-            Some(grant.claim_id.to_string()),
-            Some(self.token()),
-            Some(asked.holder_now_ms.to_string()),
-            Some(asked.grant_ms.to_string()),
-        ];
+        let params = self.signed(
+            state,
+            &grant,
+            SignedCall::Renew {
+                holder_now_ms: asked.holder_now_ms,
+                grant_ms: asked.grant_ms,
+            },
+        );
         let until = self.extend_grant(state, RENEW_SQL, &params, &grant, &asked, "a renewal");
         match until {
             Ok(until) => {
@@ -108,25 +108,18 @@ impl ClaimWorker {
                     // used: uncovered_reclaim).
                     let fenced = fence_ended(&e);
                     state.reclaim.store(true, Ordering::Release);
-                    // The token stays the claim's while it may be resumed;
-                    // else it is dead, and the claim made again gets a new
-                    // one (give_up_resuming).
+                    // (A claim made again names a new secret, and gets a
+                    // new key.)
                     self.resuming = fenced;
-                    if !fenced {
-                        self.token_bytes = random_token();
-                    }
                 }
                 self.failed(state, e, lost);
             }
         }
     }
 
-    /// The claim will not be resumed: its token is dead, and the claim made
-    /// again gets a new one, kept across its retries (a retry whose first
-    /// answer was lost then gets that answer).
+    /// The claim will not be resumed: the node id is claimed again.
     pub(super) fn give_up_resuming(&mut self) {
         self.resuming = false;
-        self.token_bytes = random_token();
     }
 
     /// Resumes the claim a fence ended (`snowflake_registry.resume`),
@@ -138,15 +131,15 @@ impl ClaimWorker {
         let Some(grant) = self.grant else { return };
         let held_until = state.until_ms().max(grant.until_ms);
         let asked = asked_of(config, shared);
-        let params = [
-            Some(settings::registry_fleet()),
-            Some(grant.node_id.to_string()),
-            Some(grant.claim_id.to_string()),
-            Some(self.token()),
-            Some(held_until.to_string()),
-            Some(asked.holder_now_ms.to_string()),
-            Some(asked.grant_ms.to_string()),
-        ];
+        let params = self.signed(
+            state,
+            &grant,
+            SignedCall::Resume {
+                held_until_ms: held_until,
+                holder_now_ms: asked.holder_now_ms,
+                grant_ms: asked.grant_ms,
+            },
+        );
         let held = Grant {
             until_ms: held_until,
             ..grant

@@ -9,9 +9,10 @@
 //! Terminated alone while the server runs, it exits to be started again
 //! and the new one resumes the claim from shared memory ([`ClaimWorker::new`]).
 //!
-//! The claim is made once per server lifetime (a new random token each
+//! The claim is made once per server lifetime (a new random secret each
 //! time: a restarted server, or a copy, cannot prove it is the one that
-//! held the node id before, so it never continues an old claim). Before
+//! held the node id before, so it never continues an old claim); its
+//! calls are signed with the key its answer carried (`signing.rs`). Before
 //! the node id is published for backends the generator is raised above the
 //! claim's floor and its lease cut down to the grant; if the floor lies
 //! further ahead of the clock than `snowflake_id.max_clock_drift`, the node
@@ -30,21 +31,20 @@
 //! can extend past it), then released at that bound: the next holder of the
 //! node id need not wait.
 
-use super::answer::{asked_of, failure_texts, holder_time_ms, parse_grant, uncovered_reclaim};
-use super::identity::{
-    host_name, preferred_node, random_token, random_unit, token_hex, NODE_FILE_NAME,
-};
-use super::libpq::{CallError, Connection, OnShutdown, UNVERIFIED_REFUSED};
+use super::answer::{asked_of, failure_texts, holder_time_ms, older_script, uncovered_reclaim};
+use super::identity::{host_name, last_claim, random_unit, NODE_FILE_NAME};
+use super::libpq::{CallError, Connection, OnShutdown};
 use super::{state, ClaimState, Phase, NONE};
+use crate::core::call_proof::SignedCall;
 use crate::core::config::Config;
 use crate::core::conninfo::ConnectionTrust;
 use crate::core::instance::write_marker;
+use crate::core::node_marker::NodeMarker;
 use crate::core::registry::{
     jittered_ms, pair_below_floor, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
 };
 use crate::pg::bgworker;
 use crate::pg::clock;
-use crate::pg::errors::{self, Error};
 use crate::pg::settings::{self, data_dir};
 use crate::pg::state::{self, Blocked, Shared};
 use pgrx::pg_sys;
@@ -52,8 +52,8 @@ use pgrx::prelude::*;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms FROM snowflake_registry.claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
-const RELEASE_SQL: &str = "SELECT snowflake_registry.release($1, $2, $3, $4, $5)";
+const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms, signing_key FROM snowflake_registry.claim_keyed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+const RELEASE_SQL: &str = "SELECT snowflake_registry.release_signed($1, $2, $3, $4, $5, $6)";
 
 /// How often the registry worker looks at the claim (renewals are due
 /// every sixth of the grant, at least 100 ms; a waiting claim is published
@@ -94,39 +94,42 @@ pub extern "C-unwind" fn snowflake_id_registry_worker_main(_arg: pg_sys::Datum) 
 /// process is in [`ClaimState`]).
 pub struct ClaimWorker {
     pub(super) conn: Option<Connection>,
-    /// The claim's secret (sent as hex: [`ClaimWorker::token`]).
-    pub(super) token_bytes: [u8; 16],
+    /// The claim's signing key (from its answer; zeros before one).
+    pub(super) key: [u8; 16],
+    /// The secrets of the claims sent since the last answer: the next
+    /// claim reveals them (a retry, answered as the one that was made).
+    pub(super) unanswered: Vec<[u8; 16]>,
     pub(super) grant: Option<Grant>,
-    /// A fence ended the claim and resuming it was not yet given up: the
-    /// token is still the claim's (a claim made again gets a new one).
+    /// A fence ended the claim and resuming it was not yet given up.
     pub(super) resuming: bool,
     pub(super) failures: u32,
-    /// The token of the last claim sent and the grant it asked for: a
-    /// retry with that token asks for the same grant, whatever
-    /// `registry_grant` says now, since the registry answers it with the
-    /// first call's answer (which it may have committed while that answer
-    /// was lost), and a shorter grant asked would make the server refuse
-    /// its own claim's answer as past what was asked, at every retry.
-    first_asked: Option<([u8; 16], u64)>,
+    /// The grant the first unanswered claim asked for: a retry asks for
+    /// the same, whatever `registry_grant` says now, since the registry
+    /// answers it with the first call's answer (which it may have
+    /// committed while that answer was lost), and a shorter grant asked
+    /// would make the server refuse its own claim's answer as past what
+    /// was asked, at every retry.
+    pub(super) first_asked: Option<u64>,
     pub(super) next_call: Instant,
     /// The last failure logged, so each is logged once.
     logged: String,
+    /// The id of the registry the connection reaches (`connect.rs`).
+    pub(super) registry: Option<[u8; 16]>,
 }
 
 impl ClaimWorker {
     /// A new registry worker's side of the claim: the claim a previous
     /// registry worker of this server made, if it ended while the server ran (its
-    /// token and grant are in shared memory), else none yet, with a fresh
-    /// token.
+    /// key and grant are in shared memory), else none yet.
     pub fn new() -> ClaimWorker {
         let kept = state().and_then(ClaimState::kept_claim);
-        let token_bytes = kept.map_or_else(random_token, |(token, _)| token);
         let worker = ClaimWorker {
             conn: None,
-            token_bytes,
+            key: kept.map_or([0; 16], |(key, _)| key),
+            unanswered: Vec::new(),
             grant: kept.map(|(_, grant)| grant),
             // The claim was lost (a fence, a takeover, forgotten) before the
-            // previous worker ended: its token is the kept one, and resuming
+            // previous worker ended: its key is the kept one, and resuming
             // is tried first (the registry decides whether it is safe, and
             // refuses all but a claim its fence ended), then claiming again.
             resuming: kept.is_some()
@@ -136,6 +139,7 @@ impl ClaimWorker {
             first_asked: None,
             next_call: Instant::now(),
             logged: String::new(),
+            registry: None,
         };
         if let (Some(grant), Some(state)) = (worker.grant, state()) {
             log!(
@@ -168,11 +172,6 @@ impl ClaimWorker {
         }
     }
 
-    /// The claim's token, as the registry sees it.
-    pub(super) fn token(&self) -> String {
-        token_hex(&self.token_bytes)
-    }
-
     /// One turn of the registry worker's loop.
     pub fn tick(&mut self, config: &Config, shared: &Shared) {
         let Some(state) = state() else { return };
@@ -194,7 +193,7 @@ impl ClaimWorker {
             // while that grant runs (snowflake_registry.resume says why that
             // is safe). Else, and after any other loss (a takeover, a claim
             // the registry does not know), the same node id is claimed
-            // again, with a new token, above every ID any holder of it may
+            // again, with a new secret, above every ID any holder of it may
             // have issued (the floor); refused while another server holds
             // it (no claim takes a live one), and asked again.
             // Never another node id: a backend between its node-id check and
@@ -241,19 +240,7 @@ impl ClaimWorker {
             self.conn = None;
         }
         if self.conn.is_none() {
-            let conn = Connection::open(&settings::registry_conninfo(), on_shutdown, verified_only)
-                .map_err(|e| {
-                    if e == UNVERIFIED_REFUSED {
-                        note_trust(ConnectionTrust::Unverified);
-                    }
-                    CallError::Unreachable(e)
-                })?;
-            let trust = conn.trust();
-            note_trust(trust);
-            if verified_only && trust == ConnectionTrust::Unverified {
-                return Err(CallError::Unreachable(UNVERIFIED_REFUSED.into()));
-            }
-            self.conn = Some(conn);
+            self.conn = Some(self.connect(on_shutdown, verified_only)?);
         }
         let result = match &self.conn {
             Some(conn) => conn.query(sql, params, on_shutdown),
@@ -271,15 +258,24 @@ impl ClaimWorker {
     /// ended, claimed anew.
     fn claim(&mut self, config: &Config, shared: &Shared, state: &ClaimState, again: Option<u64>) {
         let fleet = settings::registry_fleet();
-        let preferred = preferred_node(&fleet);
+        // (Connected first: no claim goes to another registry than the one
+        // this data directory last claimed from.)
+        if let Err(e) = self
+            .call("SELECT 1", &[], OnShutdown::Abort)
+            .and_then(|_| self.claimed_elsewhere(&fleet).map_or(Ok(()), Err))
+        {
+            return self.failed(state, older_script(e), false);
+        }
+        let preferred = last_claim(&fleet).map(|m| m.node_id);
         let layout = &config.layout;
         let mut asked = asked_of(config, shared);
         if again.is_some() {
             asked.node_id = again;
         }
+        let (secret_hash, previous) = self.claim_secrets();
         match self.first_asked {
-            Some((token, grant_ms)) if token == self.token_bytes => asked.grant_ms = grant_ms,
-            _ => self.first_asked = Some((self.token_bytes, asked.grant_ms)),
+            Some(grant_ms) if previous.is_some() => asked.grant_ms = grant_ms,
+            _ => self.first_asked = Some(asked.grant_ms),
         }
         let s = |v: String| Some(v);
         let params = [
@@ -289,7 +285,8 @@ impl ClaimWorker {
             s(layout.sequence_bits().to_string()),
             asked.node_id.map(|n| n.to_string()),
             preferred.map(|n| n.to_string()),
-            s(self.token()),
+            s(secret_hash),
+            previous,
             // SAFETY: GetSystemIdentifier takes no argument and reads pg_control's
             // copy in shared memory, which the registry worker is attached to.
             s(unsafe { pg_sys::GetSystemIdentifier() }.to_string()),
@@ -306,9 +303,9 @@ impl ClaimWorker {
             Ok(rows) => rows,
             // (A claim made again stays lost until it succeeds: issuing
             // ends with the old grant.)
-            Err(e) => return self.failed(state, e, false),
+            Err(e) => return self.failed(state, older_script(e), false),
         };
-        let grant = match parse_grant(&rows, &asked) {
+        let grant = match self.answered(&rows, &asked) {
             Ok(grant) => grant,
             Err(e) => return self.failed(state, e, false),
         };
@@ -355,16 +352,20 @@ impl ClaimWorker {
             .generator
             .lease_until_ms
             .fetch_min(grant.until_ms, Ordering::AcqRel);
-        state.keep_claim(grant.claim_id, self.token_bytes);
+        state.keep_claim(grant.claim_id, self.key);
+        if let Some(id) = self.registry {
+            state.keep_registry(id);
+        }
         state.claimed_node.store(grant.node_id, Ordering::Release);
         self.grant = Some(grant);
         self.succeeded(state);
         state.set_phase(Phase::Waiting);
-        if let Err(e) = write_marker(
-            &data_dir(),
-            NODE_FILE_NAME,
-            &format!("{fleet} {}", grant.node_id),
-        ) {
+        let marker = NodeMarker {
+            fleet: fleet.clone(),
+            node_id: grant.node_id,
+            registry_id: self.registry,
+        };
+        if let Err(e) = write_marker(&data_dir(), NODE_FILE_NAME, &marker.text()) {
             warning!("snowflake_id: could not write \"{NODE_FILE_NAME}\": {e} (the next start may take another node id)");
         }
         if again.is_some() {
@@ -452,13 +453,13 @@ impl ClaimWorker {
         });
         state.set_phase(Phase::Released);
         state.node_id.store(NONE, Ordering::Release);
-        let params = [
-            Some(settings::registry_fleet()),
-            Some(grant.node_id.to_string()),
-            Some(grant.claim_id.to_string()),
-            Some(self.token()),
-            Some(issued_until.to_string()),
-        ];
+        let params = self.signed(
+            state,
+            &grant,
+            SignedCall::Release {
+                issued_until_ms: issued_until,
+            },
+        );
         match self.call(RELEASE_SQL, &params, OnShutdown::Finish) {
             Ok(_) => log!(
                 "snowflake_id: released node id {} to the registry (IDs issued up to {})",
@@ -477,21 +478,6 @@ impl ClaimWorker {
 impl Default for ClaimWorker {
     fn default() -> Self {
         ClaimWorker::new()
-    }
-}
-
-/// Shows a new connection's trust in `snowflake_stats()`, and warns once
-/// a connection is not verified (again after a verified one): a plausible
-/// lie on its path (a lower floor, within the rules the answers are
-/// checked against) would go unnoticed. (Such a connection is used only
-/// with `snowflake_id.registry_allow_unverified = on`.)
-fn note_trust(trust: ConnectionTrust) {
-    let Some(state) = state() else { return };
-    let before = state.connection.swap(trust.code(), Ordering::AcqRel);
-    if trust == ConnectionTrust::Unverified && before != trust.code() {
-        errors::warn(Error::RegistryUnverified {
-            registry: settings::registry_display(),
-        });
     }
 }
 
