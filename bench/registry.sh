@@ -73,9 +73,10 @@ CREATE FUNCTION bench_claim(p_server int) RETURNS void LANGUAGE sql AS \$\$
 -- A holder's renewal (its calls one at a time: its row locked), signed as
 -- the registry worker signs it (the proof made here, by the client's side).
 CREATE FUNCTION bench_renew(p_node int) RETURNS bigint LANGUAGE plpgsql AS \$\$
-DECLARE b bench_claims; call bigint := nextval('bench_calls'); now bigint := snowflake_registry.now_ms($EPOCH);
+DECLARE b bench_claims; call bigint; now bigint := snowflake_registry.now_ms($EPOCH);
 BEGIN
   SELECT * INTO STRICT b FROM bench_claims WHERE node_id = p_node FOR UPDATE;
+  call := nextval('bench_calls');  -- (after the lock: the holder's calls in order)
   IF b.key IS NULL THEN
     RETURN snowflake_registry.renew('bench', b.node_id, b.claim_id, b.secret, now, $GRANT);
   END IF;
@@ -86,9 +87,10 @@ END
 \$\$;
 -- A restart: release, then claim the same node id again.
 CREATE FUNCTION bench_restart(p_node int) RETURNS void LANGUAGE plpgsql AS \$\$
-DECLARE b bench_claims; call bigint := nextval('bench_calls'); now bigint := snowflake_registry.now_ms($EPOCH);
+DECLARE b bench_claims; call bigint; now bigint := snowflake_registry.now_ms($EPOCH);
 BEGIN
   SELECT * INTO STRICT b FROM bench_claims WHERE node_id = p_node FOR UPDATE;
+  call := nextval('bench_calls');
   IF b.key IS NULL THEN
     PERFORM snowflake_registry.release('bench', b.node_id, b.claim_id, b.secret, now);
   ELSE

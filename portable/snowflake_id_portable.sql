@@ -253,6 +253,12 @@ CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.token_pending AS bigin
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.key_a AS bigint MINVALUE -9223372036854775808 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.key_b AS bigint MINVALUE -9223372036854775808 START 0 CACHE 1 NO CYCLE;
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.call_number AS bigint MINVALUE 0 START 1 CACHE 1 NO CYCLE;
+-- The id of the registry the last claim was made at (its UUID in two
+-- halves; 0 and 0: none yet). Logged: a restart, a crash or a promoted
+-- standby claims only at that registry (claim_keyed()'s p_registry_id), not
+-- at another one under the same address, which knows none of the floors.
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable.registry_id_a AS bigint MINVALUE -9223372036854775808 START 0 CACHE 1 NO CYCLE;
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable.registry_id_b AS bigint MINVALUE -9223372036854775808 START 0 CACHE 1 NO CYCLE;
 -- The first millisecond the claim in force may issue in (its floor + 1).
 CREATE UNLOGGED SEQUENCE IF NOT EXISTS snowflake_portable.claim_floor AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 -- When the registry last failed to answer (ms since 1970): calls that wait
@@ -265,6 +271,7 @@ REVOKE ALL ON SEQUENCE snowflake_portable.pair, snowflake_portable.guard,
     snowflake_portable.claim_id, snowflake_portable.token_a, snowflake_portable.token_b,
     snowflake_portable.claim_incarnation, snowflake_portable.token_pending,
     snowflake_portable.key_a, snowflake_portable.key_b, snowflake_portable.call_number,
+    snowflake_portable.registry_id_a, snowflake_portable.registry_id_b,
     snowflake_portable.claim_floor, snowflake_portable.registry_failed_at FROM PUBLIC;
 
 -- Whether this session holds the advisory lock (1936617321, p_lock): an
@@ -714,6 +721,8 @@ DECLARE
     new_until bigint;
     secret text;
     previous_secret text;
+    registry_id text;
+    claiming bool := false;
     r record;
     claim_again bool := true;
     failed_state text;
@@ -792,35 +801,62 @@ BEGIN
             PERFORM setval('snowflake_portable.token_pending', incarnation);
             secret := lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_a')), 15, '0')
                    || lpad(to_hex(pg_sequence_last_value('snowflake_portable.token_b')), 15, '0');
+            registry_id := CASE WHEN coalesce(pg_sequence_last_value('snowflake_portable.registry_id_a'), 0) <> 0
+                                  OR coalesce(pg_sequence_last_value('snowflake_portable.registry_id_b'), 0) <> 0
+                                THEN format('%L::uuid', lpad(to_hex(pg_sequence_last_value('snowflake_portable.registry_id_a')), 16, '0')
+                                                      || lpad(to_hex(pg_sequence_last_value('snowflake_portable.registry_id_b')), 16, '0'))
+                                ELSE 'NULL' END;
+            claiming := true;
             r := snowflake_portable.registry_call(format(
-                'SELECT * FROM snowflake_registry.claim_keyed(%L, %s, %s, %s, %s, %s, %L, %s, 0, %L, %s, %L, %s, %s)',
+                'SELECT c.*, (SELECT i.registry_id::text FROM snowflake_registry.registry_identity() i) '
+                'FROM snowflake_registry.claim_keyed(%L, %s, %s, %s, %s, %s, %L, %s, 0, %L, %s, %L, %s, %s, %s) c',
                 c.registry_fleet, c.epoch_unix_ms, c.node_bits, c.sequence_bits,
                 coalesce(c.node_id::text, 'NULL'), CASE WHEN word <> 0 THEN (word & node_mask)::text ELSE 'NULL' END,
                 encode(sha256(convert_to(secret, 'UTF8')), 'hex'),
                 CASE WHEN previous_secret IS NULL THEN 'NULL' ELSE format('ARRAY[%L]', previous_secret) END,
                 coalesce(host(inet_server_addr()), 'local'), coalesce(inet_server_port(), 0),
-                'portable:' || current_database(), greatest(now_ms, p_ms, 0), c.registry_grant_ms),
-                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint, signing_key text', deadline, c.registry_timeout_ms);
-            IF r.node_id NOT BETWEEN 0 AND node_mask OR r.until_ms < r.floor_ms OR coalesce(r.signing_key, '') !~ '^[0-9a-f]{32}$' THEN
+                'portable:' || current_database(), greatest(now_ms, p_ms, 0), c.registry_grant_ms, registry_id),
+                'node_id int, claim_id bigint, floor_ms bigint, until_ms bigint, signing_key text, registry_id text',
+                deadline, c.registry_timeout_ms);
+            claiming := false;
+            IF r.node_id NOT BETWEEN 0 AND node_mask OR r.until_ms < r.floor_ms OR coalesce(r.signing_key, '') !~ '^[0-9a-f]{32}$'
+               OR coalesce(r.registry_id, '') !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
                 RAISE EXCEPTION 'snowflake_id: the registry''s answer to a claim is not one it can give (node id %, floor %, until %)',
                     r.node_id, r.floor_ms, r.until_ms
                     USING ERRCODE = '08P01', HINT = 'Check that the connection string reaches a snowflake_id registry.';
             END IF;
+            -- Answered: the next claim reveals nothing (before the claim is
+            -- put in force: a claim whose IDs may be issued is never left
+            -- to be revealed).
+            PERFORM setval('snowflake_portable.token_pending', 0);
             PERFORM setval('snowflake_portable.claim_id', r.claim_id);
             PERFORM setval('snowflake_portable.key_a', ('x' || substr(r.signing_key, 1, 16))::bit(64)::bigint);
             PERFORM setval('snowflake_portable.key_b', ('x' || substr(r.signing_key, 17, 16))::bit(64)::bigint);
+            PERFORM setval('snowflake_portable.registry_id_a', ('x' || substr(replace(r.registry_id, '-', ''), 1, 16))::bit(64)::bigint);
+            PERFORM setval('snowflake_portable.registry_id_b', ('x' || substr(replace(r.registry_id, '-', ''), 17, 16))::bit(64)::bigint);
             PERFORM setval('snowflake_portable.claim_floor', greatest(r.floor_ms + 1, 0));
             -- The pair above the floor and the new node id, inside one
             -- reserve's guard.
             PERFORM snowflake_portable.reserve(0, r.floor_ms + 1, false, c.epoch_unix_ms, c.node_bits,
                 c.sequence_bits, c.max_clock_drift_ms, true, (r.until_ms << c.node_bits) | r.node_id);
             PERFORM setval('snowflake_portable.claim_incarnation', incarnation);
-            PERFORM setval('snowflake_portable.token_pending', 0);  -- answered: the next claim reveals nothing
         END IF;
         PERFORM pg_advisory_unlock(1936617321, 2);
     EXCEPTION WHEN OTHERS OR query_canceled THEN
         PERFORM snowflake_portable.release_if_held(2);
         GET STACKED DIAGNOSTICS failed_state = RETURNED_SQLSTATE;
+        -- A claim the registry refused with an error (its transaction
+        -- rolled back: none was made) is not revealed later, so a claim
+        -- someone else made under its hash is never answered to this
+        -- database. One with no answer (08...), or cancelled, may have been
+        -- made: it stays to be revealed.
+        IF claiming AND failed_state NOT LIKE '08%' AND failed_state <> '57014' THEN
+            BEGIN
+                PERFORM setval('snowflake_portable.token_pending', 0);
+            EXCEPTION WHEN OTHERS THEN
+                NULL;  -- (a READ ONLY transaction)
+            END;
+        END IF;
         IF failed_state LIKE '08%' AND NOT recent_failure THEN
             BEGIN
                 PERFORM setval('snowflake_portable.registry_failed_at', floor(date_part('epoch', clock_timestamp()) * 1000)::bigint);

@@ -301,8 +301,12 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.node_ids (
     released_at timestamptz,
     PRIMARY KEY (fleet, node_id)
 );
--- A retried claim finds its first answer by its token.
-CREATE INDEX IF NOT EXISTS node_ids_token ON snowflake_registry.node_ids (fleet, token);
+-- A retried claim finds its first answer by its token. (Token first: an
+-- index led by the fleet alone was chosen for the probes of a node id,
+-- fleet = $1 AND node_id = $2, in cached generic plans, and read every row
+-- of the fleet for each: claims from the pool ran 7 times slower.)
+DROP INDEX IF EXISTS snowflake_registry.node_ids_token;
+CREATE INDEX IF NOT EXISTS node_ids_by_token ON snowflake_registry.node_ids (token, fleet);
 -- A keyed claim (claim_keyed(): servers of this release) has a key that
 -- its holder signs every later call with: only claim_keyed()'s answer
 -- carries it, never a query's text or the registry's log. Its token is
@@ -706,12 +710,13 @@ $$;
 -- Claims a node id for a starting server. p_node_id: the id the server is
 -- configured with (NULL: any free one, p_preferred first). Returns the id,
 -- the claim, the floor (issue only IDs with a time above it) and the grant.
-CREATE OR REPLACE FUNCTION snowflake_registry.claim_by_token(
+DROP FUNCTION IF EXISTS snowflake_registry.claim_by_token(text, bigint, int, int, int, int, text, numeric, text, int, text, bigint, bigint, boolean, text[]);
+CREATE FUNCTION snowflake_registry.claim_by_token(
     p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
     p_node_id int, p_preferred int, p_token text,
     p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
     p_holder_now_ms bigint, p_grant_ms bigint, p_retry boolean, p_revealed text[])
-RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint)
+RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint, signing_key text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -725,6 +730,12 @@ DECLARE
     new_until bigint;
     new_claim bigint;
     holders text;
+    -- A keyed claim's signing key, new with every answer (122 random bits):
+    -- whoever got an earlier answer (an onlooker that sent the holder's own
+    -- retry first, or made a claim under a hash of the holder's it saw)
+    -- holds a key that no longer signs once the holder's retry is
+    -- answered. The holder issues only under the last answer it got.
+    new_key text := CASE WHEN p_token LIKE 'keyed:%' THEN replace(gen_random_uuid()::text, '-', '') END;
 BEGIN
     -- Every argument bounded: a client may be wrong or hostile, and what it
     -- stores is read by every later claim and by the holders view.
@@ -785,14 +796,18 @@ BEGIN
     max_node := (1 << f.node_bits) - 1;
 
     -- A keyed claim's retry revealed the secrets of the claims it repeats
-    -- (p_revealed: their tokens): the live one of them, if one was made,
-    -- takes this claim's token and is answered as a retry; a revealed
-    -- secret is spent. (Under the fleet's lock: a claim still being made
-    -- has committed or failed by now.)
+    -- (p_revealed: their tokens): the live one of them, if one was made by
+    -- a server of the retry's identity, takes this claim's token and is
+    -- answered as a retry; a revealed secret is spent. (Under the fleet's
+    -- lock: a claim still being made has committed or failed by now. The
+    -- identity: a claim another client made under a hash it saw, with its
+    -- own identity, is not handed to the server whose hash it was.)
     IF p_revealed IS NOT NULL THEN
         UPDATE snowflake_registry.node_ids n SET token = p_token
         WHERE (n.fleet, n.node_id) = (SELECT o.fleet, o.node_id FROM snowflake_registry.node_ids o
                                       WHERE o.fleet = p_fleet AND o.released_at IS NULL AND o.token = ANY (p_revealed)
+                                        AND (o.system_identifier, o.host, o.port, o.data_directory)
+                                            = (p_system_identifier, p_host, p_port, p_data_directory)
                                       ORDER BY o.claim_id DESC LIMIT 1);
         p_retry := p_retry OR FOUND;
     END IF;
@@ -815,7 +830,13 @@ BEGIN
             RAISE EXCEPTION 'snowflake_registry: this claim''s token holds node id %, not %', cur.node_id, p_node_id
                 USING ERRCODE = '22023';
         END IF;
-        RETURN QUERY SELECT cur.node_id, cur.claim_id, cur.floor_ms, cur.until_ms;
+        -- (A new key, and its calls numbered from 0: what any earlier
+        -- answer's key signed, or burnt, counts for nothing.)
+        IF new_key IS NOT NULL THEN
+            UPDATE snowflake_registry.node_ids n SET signing_key = new_key, last_call = 0
+            WHERE n.fleet = p_fleet AND n.node_id = cur.node_id;
+        END IF;
+        RETURN QUERY SELECT cur.node_id, cur.claim_id, cur.floor_ms, cur.until_ms, new_key;
         RETURN;
     END IF;
 
@@ -930,16 +951,16 @@ BEGIN
          signing_key, last_call)
     VALUES (p_fleet, chosen, new_claim, p_token, p_system_identifier, p_host, p_port, p_data_directory,
             new_floor, new_until, new_until, greatest(p_grant_ms / 6, 100), clock_timestamp(), clock_timestamp(), NULL,
-            NULL, 0)
+            new_key, 0)
     ON CONFLICT ON CONSTRAINT node_ids_pkey DO UPDATE SET
         claim_id = EXCLUDED.claim_id, token = EXCLUDED.token,
-        signing_key = NULL, last_call = 0,
+        signing_key = EXCLUDED.signing_key, last_call = 0,
         system_identifier = EXCLUDED.system_identifier, host = EXCLUDED.host, port = EXCLUDED.port,
         data_directory = EXCLUDED.data_directory, floor_ms = EXCLUDED.floor_ms,
         until_ms = EXCLUDED.until_ms, max_until_ms = greatest(n.max_until_ms, EXCLUDED.until_ms),
         renew_every_ms = EXCLUDED.renew_every_ms, claimed_at = EXCLUDED.claimed_at,
         renewed_at = EXCLUDED.renewed_at, released_at = NULL;
-    RETURN QUERY SELECT chosen, new_claim, new_floor, new_until;
+    RETURN QUERY SELECT chosen, new_claim, new_floor, new_until, new_key;
 END
 $$;
 
@@ -959,9 +980,10 @@ $$;
 
 -- Raises the holder's grant to p_grant_ms past its present (never lowers it).
 -- Fails with 55000 when the claim is no longer the holder's.
+DROP FUNCTION IF EXISTS snowflake_registry.renew_by_token(text, int, bigint, text, bigint, bigint, bigint);
 CREATE OR REPLACE FUNCTION snowflake_registry.renew_by_token(
     p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_holder_now_ms bigint, p_grant_ms bigint,
-    p_call bigint)
+    p_call bigint, p_proof text)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -970,11 +992,18 @@ DECLARE
     f snowflake_registry.fleets;
     cur snowflake_registry.node_ids;
     new_until bigint;
+    -- A signed call's text, hashed (the proof is sha256(key || this)).
+    text_hash text;
 BEGIN
     IF NOT snowflake_registry.valid_times(p_holder_now_ms, p_grant_ms) THEN
         RAISE EXCEPTION 'snowflake_registry: invalid renewal arguments'
             USING ERRCODE = '22023',
                   HINT = 'A present of 0 to 2^62 ms and a grant of 1 ms to 1 hour.';
+    END IF;
+    IF p_proof IS NOT NULL THEN
+        PERFORM snowflake_registry.check_signed(p_call, p_proof);
+        text_hash := encode(sha256(convert_to(concat_ws('|', 'renew', p_node_id, p_claim_id, p_call,
+                                                        p_holder_now_ms, p_grant_ms, p_fleet), 'UTF8')), 'hex');
     END IF;
     PERFORM snowflake_registry.durable_commit();
     IF snowflake_registry.check_incarnation() THEN
@@ -984,17 +1013,30 @@ BEGIN
         -- lost.
         RETURN 0;
     END IF;
-    -- The row is locked only for its own claim and token: a wrong one
-    -- (another client, an onlooker) takes no lock that the holder's
-    -- renewals would wait on if its transaction stayed open.
-    -- (First without a wait or a subtransaction: a renewal is the
-    -- registry's most frequent call, and its row is rarely locked.)
-    SELECT * INTO cur FROM snowflake_registry.node_ids n
-    WHERE n.fleet = p_fleet AND n.node_id = p_node_id AND n.claim_id = p_claim_id AND n.token = p_token
-    FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
+    -- The row is locked only for its own claim and token, or a proof that
+    -- holds with an unused call number: a wrong one (another client, an
+    -- onlooker, a replay) takes no lock that the holder's renewals would
+    -- wait on if its transaction stayed open. (The row's conditions are
+    -- met before it is locked.) First without a wait or a subtransaction:
+    -- a renewal is the registry's most frequent call, and its row is
+    -- rarely locked.
+    IF p_proof IS NULL THEN
+        SELECT * INTO cur FROM snowflake_registry.node_ids n
+        WHERE n.fleet = p_fleet AND n.node_id = p_node_id AND n.claim_id = p_claim_id AND n.token = p_token
+        FOR UPDATE SKIP LOCKED;
+    ELSE
+        SELECT * INTO cur FROM snowflake_registry.node_ids n
+        WHERE n.fleet = p_fleet AND n.node_id = p_node_id AND n.claim_id = p_claim_id AND n.last_call < p_call
+          AND encode(sha256(convert_to(n.signing_key || text_hash, 'UTF8')), 'hex') = p_proof
+        FOR UPDATE SKIP LOCKED;
+        p_token := CASE WHEN FOUND THEN cur.token END;
+    END IF;
+    IF cur.fleet IS NULL THEN
         SELECT * INTO cur FROM snowflake_registry.node_ids n
         WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+        IF p_proof IS NOT NULL THEN
+            p_token := snowflake_registry.signed_token(cur, p_claim_id, p_call, text_hash, p_proof);
+        END IF;
         IF cur.claim_id = p_claim_id AND cur.token = p_token THEN
             cur := snowflake_registry.lock_node(p_fleet, p_node_id);
         END IF;
@@ -1048,8 +1090,10 @@ $$;
 -- Ends a claim at a clean shutdown: the holder issued no ID with a time
 -- after p_issued_until_ms (and will not), so the next holder's floor is
 -- that, not the whole grant.
+DROP FUNCTION IF EXISTS snowflake_registry.release_by_token(text, int, bigint, text, bigint, bigint);
 CREATE OR REPLACE FUNCTION snowflake_registry.release_by_token(
-    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_issued_until_ms bigint, p_call bigint)
+    p_fleet text, p_node_id int, p_claim_id bigint, p_token text, p_issued_until_ms bigint,
+    p_call bigint, p_proof text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -1058,11 +1102,19 @@ DECLARE
     cur snowflake_registry.node_ids;
     issued bigint;
 BEGIN
+    IF p_proof IS NOT NULL THEN
+        PERFORM snowflake_registry.check_signed(p_call, p_proof);
+    END IF;
     PERFORM snowflake_registry.durable_commit();
     PERFORM snowflake_registry.check_incarnation();
-    -- (A wrong claim or token takes no lock: see renew().)
+    -- (A wrong claim, token or proof takes no lock: see renew().)
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+    IF p_proof IS NOT NULL THEN
+        p_token := snowflake_registry.signed_token(cur, p_claim_id, p_call,
+            encode(sha256(convert_to(concat_ws('|', 'release', p_node_id, p_claim_id, p_call,
+                                               p_issued_until_ms, p_fleet), 'UTF8')), 'hex'), p_proof);
+    END IF;
     IF cur.claim_id = p_claim_id AND cur.token = p_token THEN
         cur := snowflake_registry.lock_node(p_fleet, p_node_id);
     END IF;
@@ -1110,9 +1162,10 @@ $$;
 -- who_issued() reads its one grant row. Two holders reporting one node id
 -- cannot both pass: the one that is not the last claim the registry knows
 -- is refused.
+DROP FUNCTION IF EXISTS snowflake_registry.resume_by_token(text, int, bigint, text, bigint, bigint, bigint, bigint);
 CREATE OR REPLACE FUNCTION snowflake_registry.resume_by_token(
     p_fleet text, p_node_id int, p_claim_id bigint, p_token text,
-    p_held_until_ms bigint, p_holder_now_ms bigint, p_grant_ms bigint, p_call bigint)
+    p_held_until_ms bigint, p_holder_now_ms bigint, p_grant_ms bigint, p_call bigint, p_proof text)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -1124,7 +1177,7 @@ DECLARE
     cap bigint;
     new_until bigint;
 BEGIN
-    IF p_fleet IS NULL OR p_node_id IS NULL OR p_claim_id IS NULL OR p_token IS NULL
+    IF p_fleet IS NULL OR p_node_id IS NULL OR p_claim_id IS NULL OR (p_token IS NULL AND p_proof IS NULL)
        OR NOT snowflake_registry.valid_times(p_holder_now_ms, p_grant_ms)
        OR p_held_until_ms IS NULL OR p_held_until_ms NOT BETWEEN 0 AND 4611686018427387903 THEN
         RAISE EXCEPTION 'snowflake_registry: invalid resume arguments'
@@ -1136,9 +1189,16 @@ BEGIN
     -- resumption.)
     PERFORM snowflake_registry.check_incarnation();
     SELECT * INTO f FROM snowflake_registry.fleets WHERE fleet = p_fleet;
-    -- (A wrong claim or token takes no lock: see renew().)
+    -- (A wrong claim, token or proof takes no lock: see renew().)
     SELECT * INTO cur FROM snowflake_registry.node_ids n
     WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+    IF p_proof IS NOT NULL THEN
+        PERFORM snowflake_registry.check_signed(p_call, p_proof);
+        p_token := snowflake_registry.signed_token(cur, p_claim_id, p_call,
+            encode(sha256(convert_to(concat_ws('|', 'resume', p_node_id, p_claim_id, p_call,
+                                               p_held_until_ms, p_holder_now_ms, p_grant_ms, p_fleet), 'UTF8')), 'hex'),
+            p_proof);
+    END IF;
     IF cur.claim_id = p_claim_id AND cur.token = p_token THEN
         cur := snowflake_registry.lock_node(p_fleet, p_node_id);
     END IF;
@@ -1216,49 +1276,45 @@ $$;
 --     number higher than any the claim signed before, and a proof:
 --     sha256(key || hex(sha256(the call's text))), the call's text being
 --     its function, node id, claim, call number, arguments and fleet,
---     joined by '|' (call_text()). A proof is accepted once; a wrong one
+--     joined by '|' (signed_token()). A proof is accepted once; a wrong one
 --     (or one already spent) takes no lock and changes nothing.
 
--- The text a signed call's proof covers. (The fleet last: it is the one
--- field that may hold a '|'.)
-CREATE OR REPLACE FUNCTION snowflake_registry.call_text(
-    p_function text, p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint, VARIADIC p_args bigint[])
-RETURNS text
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT concat_ws('|', p_function, p_node_id, p_claim_id, p_call, array_to_string(p_args, '|'), p_fleet)
-$$;
+DROP FUNCTION IF EXISTS snowflake_registry.call_text(text, text, int, bigint, bigint, bigint[]);
+DROP FUNCTION IF EXISTS snowflake_registry.call_proof(text, text);
+DROP FUNCTION IF EXISTS snowflake_registry.signed_token(text, int, bigint, bigint, text, text);
+DROP FUNCTION IF EXISTS snowflake_registry.signed_token(text, text, int, bigint, bigint, bigint[], text);
 
-CREATE OR REPLACE FUNCTION snowflake_registry.call_proof(p_key text, p_text text)
-RETURNS text
-LANGUAGE sql IMMUTABLE
+-- A signed call's number and proof, as given: refused (22023) if missing
+-- or not 64 hex digits.
+CREATE OR REPLACE FUNCTION snowflake_registry.check_signed(p_call bigint, p_proof text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT encode(sha256(convert_to(p_key || encode(sha256(convert_to(p_text, 'UTF8')), 'hex'), 'UTF8')), 'hex')
-$$;
-
--- The token of the keyed claim a signed call names, when its proof holds
--- (read without a lock: a wrong proof takes none); NULL when it does not.
--- A call number not above the claim's last is refused (22023).
-CREATE OR REPLACE FUNCTION snowflake_registry.signed_token(
-    p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint, p_text text, p_proof text)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    cur snowflake_registry.node_ids;
 BEGIN
     IF p_call IS NULL OR p_proof IS NULL OR p_proof !~ '^[0-9a-f]{64}$' THEN
         RAISE EXCEPTION 'snowflake_registry: a signed call needs a call number and a proof (64 hex digits)'
             USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO cur FROM snowflake_registry.node_ids n
-    WHERE n.fleet = p_fleet AND n.node_id = p_node_id;
+END
+$$;
+
+-- The token a signed call of claim p_claim_id is taken for, read without a
+-- lock (a wrong proof takes none): the row's, when the proof holds over the
+-- call's text (p_text_hash: sha256 of its function, node id, claim, call
+-- number, arguments and fleet, joined by '|', the fleet last as the one
+-- field that may hold one), else '-' (no token). A call number not above
+-- the claim's last is refused (22023).
+CREATE OR REPLACE FUNCTION snowflake_registry.signed_token(
+    cur snowflake_registry.node_ids, p_claim_id bigint, p_call bigint, p_text_hash text, p_proof text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     IF cur.claim_id IS DISTINCT FROM p_claim_id OR cur.signing_key IS NULL
-       OR snowflake_registry.call_proof(cur.signing_key, p_text) <> p_proof THEN
-        RETURN NULL;
+       OR encode(sha256(convert_to(cur.signing_key || p_text_hash, 'UTF8')), 'hex') <> p_proof THEN
+        RETURN '-';
     END IF;
     IF p_call <= cur.last_call THEN
         RAISE EXCEPTION 'snowflake_registry: call number % of claim % was used already (the last is %)',
@@ -1272,26 +1328,26 @@ $$;
 
 -- A keyed claim: as claim() (the same rules), but the caller names the
 -- hash (sha256, hex) of a new random secret of its own instead of a
--- token, and the answer carries the claim's signing key (32 hex digits).
+-- token, and the answer carries the claim's signing key (32 hex digits,
+-- new with each answer).
 -- A retry of claims whose answers were lost reveals their secrets in
 -- p_previous_secrets (at most 16; and names a new hash): it gets the answer
 -- and key of the one that was made, if it is live and none of them was
 -- revealed before; else it is a new claim. (A request delayed past its
 -- retry makes a claim of its own, which its sender never learns of: it
--- ends with its grant.)
+-- ends with its grant.) p_registry_id: the registry the caller last
+-- claimed from; another registry refuses (55000) before anything else.
 DROP FUNCTION IF EXISTS snowflake_registry.claim_keyed(text, bigint, int, int, int, int, text, text, numeric, text, int, text, bigint, bigint);
+DROP FUNCTION IF EXISTS snowflake_registry.claim_keyed(text, bigint, int, int, int, int, text, text[], numeric, text, int, text, bigint, bigint);
 CREATE OR REPLACE FUNCTION snowflake_registry.claim_keyed(
     p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
     p_node_id int, p_preferred int, p_secret_hash text, p_previous_secrets text[],
     p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
-    p_holder_now_ms bigint, p_grant_ms bigint)
+    p_holder_now_ms bigint, p_grant_ms bigint, p_registry_id uuid DEFAULT NULL)
 RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint, signing_key text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    answer record;
-    key text;
 BEGIN
     IF p_secret_hash IS NULL OR p_secret_hash !~ '^[0-9a-f]{64}$'
        OR cardinality(p_previous_secrets) > 16
@@ -1300,21 +1356,23 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = 'The hash of the secret is sha256 as 64 hex digits; at most 16 previous secrets, of 16 to 128 characters each.';
     END IF;
-    SELECT * INTO STRICT answer FROM snowflake_registry.claim_by_token(
+    IF p_registry_id IS NOT NULL AND p_registry_id IS DISTINCT FROM (SELECT r.registry_id FROM snowflake_registry.rules r) THEN
+        RAISE EXCEPTION 'this registry (id %) is not the one the caller last claimed from (id %)',
+            (SELECT r.registry_id FROM snowflake_registry.rules r), p_registry_id
+            USING ERRCODE = '55000',
+                  DETAIL = 'Another registry knows none of the floors the caller''s claims rested on.',
+                  HINT = 'A restore of the registry keeps its id; a new install at the address does not. If it replaces the old registry on purpose, run SELECT snowflake_registry.fence_after_restore(); on it, then forget the old id (the extension: remove snowflake_id.node from the data directory; the plain-SQL edition: SELECT setval(''snowflake_portable.registry_id_a'', 0), setval(''snowflake_portable.registry_id_b'', 0)).';
+    END IF;
+    RETURN QUERY SELECT * FROM snowflake_registry.claim_by_token(
         p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits, p_node_id, p_preferred,
         'keyed:' || p_secret_hash, p_system_identifier, p_host, p_port, p_data_directory,
         p_holder_now_ms, p_grant_ms, false,
-        ARRAY(SELECT 'keyed:' || encode(sha256(convert_to(x, 'UTF8')), 'hex') FROM unnest(p_previous_secrets) x));
-    UPDATE snowflake_registry.node_ids n
-    SET signing_key = coalesce(n.signing_key, left(encode(sha256(convert_to(
-            gen_random_uuid()::text || gen_random_uuid()::text || clock_timestamp()::text, 'UTF8')), 'hex'), 32))
-    WHERE n.fleet = p_fleet AND n.node_id = answer.node_id AND n.claim_id = answer.claim_id
-    RETURNING n.signing_key INTO STRICT key;
-    RETURN QUERY SELECT answer.node_id, answer.claim_id, answer.floor_ms, answer.until_ms, key;
+        CASE WHEN p_previous_secrets IS NOT NULL
+             THEN ARRAY(SELECT 'keyed:' || encode(sha256(convert_to(x, 'UTF8')), 'hex') FROM unnest(p_previous_secrets) x) END);
 END
 $$;
 
--- renew() for a keyed claim, signed: call_text('renew', fleet, node id,
+-- renew() for a keyed claim, signed: the text of ('renew', fleet, node id,
 -- claim, call, holder_now_ms, grant_ms).
 CREATE OR REPLACE FUNCTION snowflake_registry.renew_signed(
     p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint,
@@ -1323,19 +1381,15 @@ RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    token text := snowflake_registry.signed_token(p_fleet, p_node_id, p_claim_id, p_call,
-        snowflake_registry.call_text('renew', p_fleet, p_node_id, p_claim_id, p_call, p_holder_now_ms, p_grant_ms),
-        p_proof);
 BEGIN
     -- (A wrong proof is answered as a wrong token is: the claim is lost to
     -- the caller.)
-    RETURN snowflake_registry.renew_by_token(p_fleet, p_node_id, p_claim_id, coalesce(token, '-'),
-                                             p_holder_now_ms, p_grant_ms, p_call);
+    RETURN snowflake_registry.renew_by_token(p_fleet, p_node_id, p_claim_id, NULL, p_holder_now_ms, p_grant_ms,
+                                             p_call, coalesce(p_proof, ''));
 END
 $$;
 
--- release() for a keyed claim, signed: call_text('release', fleet, node
+-- release() for a keyed claim, signed: the text of ('release', fleet, node
 -- id, claim, call, issued_until_ms). A wrong proof changes nothing.
 CREATE OR REPLACE FUNCTION snowflake_registry.release_signed(
     p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint, p_issued_until_ms bigint, p_proof text)
@@ -1343,18 +1397,13 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    token text := snowflake_registry.signed_token(p_fleet, p_node_id, p_claim_id, p_call,
-        snowflake_registry.call_text('release', p_fleet, p_node_id, p_claim_id, p_call, p_issued_until_ms),
-        p_proof);
 BEGIN
-    IF token IS NOT NULL THEN
-        PERFORM snowflake_registry.release_by_token(p_fleet, p_node_id, p_claim_id, token, p_issued_until_ms, p_call);
-    END IF;
+    PERFORM snowflake_registry.release_by_token(p_fleet, p_node_id, p_claim_id, NULL, p_issued_until_ms,
+                                                p_call, coalesce(p_proof, ''));
 END
 $$;
 
--- resume() for a keyed claim, signed: call_text('resume', fleet, node id,
+-- resume() for a keyed claim, signed: the text of ('resume', fleet, node id,
 -- claim, call, held_until_ms, holder_now_ms, grant_ms).
 CREATE OR REPLACE FUNCTION snowflake_registry.resume_signed(
     p_fleet text, p_node_id int, p_claim_id bigint, p_call bigint,
@@ -1363,14 +1412,9 @@ RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    token text := snowflake_registry.signed_token(p_fleet, p_node_id, p_claim_id, p_call,
-        snowflake_registry.call_text('resume', p_fleet, p_node_id, p_claim_id, p_call,
-                                     p_held_until_ms, p_holder_now_ms, p_grant_ms),
-        p_proof);
 BEGIN
-    RETURN snowflake_registry.resume_by_token(p_fleet, p_node_id, p_claim_id, coalesce(token, '-'),
-                                              p_held_until_ms, p_holder_now_ms, p_grant_ms, p_call);
+    RETURN snowflake_registry.resume_by_token(p_fleet, p_node_id, p_claim_id, NULL, p_held_until_ms,
+                                              p_holder_now_ms, p_grant_ms, p_call, coalesce(p_proof, ''));
 END
 $$;
 
@@ -1411,9 +1455,10 @@ RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint)
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT * FROM snowflake_registry.claim_by_token(p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits,
+SELECT c.node_id, c.claim_id, c.floor_ms, c.until_ms
+FROM snowflake_registry.claim_by_token(p_fleet, p_epoch_unix_ms, p_node_bits, p_sequence_bits,
     p_node_id, p_preferred, snowflake_registry.plain_token(p_token), p_system_identifier, p_host, p_port,
-    p_data_directory, p_holder_now_ms, p_grant_ms, true, NULL)
+    p_data_directory, p_holder_now_ms, p_grant_ms, true, NULL) c
 $$;
 
 CREATE OR REPLACE FUNCTION snowflake_registry.renew(
@@ -1423,7 +1468,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT snowflake_registry.renew_by_token(p_fleet, p_node_id, p_claim_id, snowflake_registry.plain_token(p_token),
-                                         p_holder_now_ms, p_grant_ms, NULL)
+                                         p_holder_now_ms, p_grant_ms, NULL, NULL)
 $$;
 
 CREATE OR REPLACE FUNCTION snowflake_registry.release(
@@ -1433,7 +1478,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT snowflake_registry.release_by_token(p_fleet, p_node_id, p_claim_id, snowflake_registry.plain_token(p_token),
-                                           p_issued_until_ms, NULL)
+                                           p_issued_until_ms, NULL, NULL)
 $$;
 
 CREATE OR REPLACE FUNCTION snowflake_registry.resume(
@@ -1444,7 +1489,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT snowflake_registry.resume_by_token(p_fleet, p_node_id, p_claim_id, snowflake_registry.plain_token(p_token),
-                                          p_held_until_ms, p_holder_now_ms, p_grant_ms, NULL)
+                                          p_held_until_ms, p_holder_now_ms, p_grant_ms, NULL, NULL)
 $$;
 
 -- For the registry's owner: a new fleet (one ID space), with its epoch (ms
@@ -1589,7 +1634,7 @@ GRANT EXECUTE ON FUNCTION snowflake_registry.claim(text, bigint, int, int, int, 
                           snowflake_registry.renew(text, int, bigint, text, bigint, bigint),
                           snowflake_registry.release(text, int, bigint, text, bigint),
                           snowflake_registry.resume(text, int, bigint, text, bigint, bigint, bigint),
-                          snowflake_registry.claim_keyed(text, bigint, int, int, int, int, text, text[], numeric, text, int, text, bigint, bigint),
+                          snowflake_registry.claim_keyed(text, bigint, int, int, int, int, text, text[], numeric, text, int, text, bigint, bigint, uuid),
                           snowflake_registry.renew_signed(text, int, bigint, bigint, bigint, bigint, text),
                           snowflake_registry.release_signed(text, int, bigint, bigint, bigint, text),
                           snowflake_registry.resume_signed(text, int, bigint, bigint, bigint, bigint, bigint, text),

@@ -8,7 +8,7 @@
 //! names a call number above the last and a proof ([`proof`]) over the
 //! call's text ([`SignedCall::text`]): sha256(key || hex(sha256(text))),
 //! a fixed-length input, so no proof of one text extends to another. The
-//! registry computes the same in SQL (`call_text()`, `call_proof()`); the
+//! registry computes the same in SQL (`signed_token()`); the
 //! tests below hold both to one vector.
 
 use sha2::{Digest, Sha256};
@@ -55,7 +55,7 @@ impl SignedCall {
 
     /// The text the proof covers: the function, node id, claim, call
     /// number, arguments and fleet, joined by '|' (the fleet last: the one
-    /// field that may hold a '|'), as the registry's `call_text()`.
+    /// field that may hold a '|'), as the registry's `signed_token()`.
     pub fn text(&self, fleet: &str, node_id: u64, claim_id: i64, call: u64) -> String {
         let (function, args) = self.parts();
         let mut text = format!("{function}|{node_id}|{claim_id}|{call}");
@@ -106,8 +106,9 @@ mod tests {
 
     #[test]
     fn the_registry_computes_the_same_proof() {
-        // From PostgreSQL 15: SELECT snowflake_registry.call_text('renew', 'f|x', 3, 42, 7, 100, 200),
-        // snowflake_registry.call_proof('00112233445566778899aabbccddeeff', <that text>).
+        // From PostgreSQL 15, as the registry's signed_token() computes it:
+        // concat_ws('|', 'renew', 3, 42, 7, '100|200', 'f|x') and its proof
+        // under the key 00112233445566778899aabbccddeeff.
         let call = SignedCall::Renew {
             holder_now_ms: 100,
             grant_ms: 200,

@@ -11,11 +11,15 @@
 #   3. n1 restarted while the other registry answers: it makes no claim
 #      there (its data directory last claimed from another
 #      registry).
-#   4. The registry back (the same one: its id kept): n1 claims and issues
-#      again; no ID twice. (A restore of the same registry keeps its id:
-#      registry_restore.sh.)
+#   4. The plain-SQL edition (p1, through dblink), restarted while the other
+#      registry answers: its claim is refused there (55000: not the registry
+#      it last claimed from), and the other registry holds no claim of it.
+#   5. The registry back (the same one: its id kept): n1 and p1 claim and
+#      issue again; no ID twice. (A restore of the same registry keeps its
+#      id: registry_restore.sh.)
 # On the code before, n1 claimed again at the other registry (which knew
-# none of the floors) after its renewals were refused, and at its restart.
+# none of the floors) after its renewals were refused, and at its restart;
+# p1 claimed there at its restart.
 #   flock /tmp/snowflake_id.pg.lock bash tests/integration/registry_identity.sh
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -24,6 +28,28 @@ set -euo pipefail
 . "$(dirname "$0")/lib_registry.sh"
 
 reg_id=$(sql_value reg "SELECT registry_id FROM snowflake_registry.rules")
+# portable_role NAME: the plain-SQL edition's login on registry NAME (dblink
+# needs a password for a role that is not a superuser).
+portable_role() {
+  local hba
+  psql_on "$1" -c "CREATE ROLE portable_node LOGIN PASSWORD 'portable-secret'" \
+    -c "GRANT snowflake_registry_client TO portable_node" >/dev/null
+  hba=$(cluster_dir "$1")/pg_hba.conf
+  { echo "host all portable_node 127.0.0.1/32 scram-sha-256"; cat "$hba"; } >"$SF_WORK/hba" && as_pg cp "$SF_WORK/hba" "$hba"
+  psql_on "$1" -c "SELECT pg_reload_conf()" >/dev/null
+}
+portable_role reg
+cluster_init p1 "$(free_port)" "shared_preload_libraries = ''"
+cluster_start p1
+psql_on p1 -c "CREATE EXTENSION dblink" >/dev/null
+psql_on p1 -f "$ROOT/portable/snowflake_id_portable.sql" >/dev/null
+psql_on p1 >/dev/null <<SQL
+UPDATE snowflake_portable.config SET registry_fleet = 'default', registry_grant_ms = 3000;
+INSERT INTO snowflake_portable.registry_connection (conninfo)
+VALUES ('host=127.0.0.1 port=$(cluster_port reg) dbname=postgres user=portable_node password=portable-secret connect_timeout=2');
+SQL
+p1_next() { psql_on p1 -At -c "SELECT snowflake_next()"; }
+p1_next >>"$IDS" || fail "the plain-SQL edition did not claim: $(p1_next 2>&1 | tail -2)"
 node_init n1
 cluster_start n1
 make_table n1
@@ -40,6 +66,7 @@ cluster_stop reg
 cluster_start other
 psql_on other -f "$REGISTRY_SQL" >/dev/null 2>&1
 psql_on other -c "CREATE ROLE fleet_node LOGIN; GRANT snowflake_registry_client TO fleet_node" >/dev/null
+portable_role other
 other_id=$(sql_value other "SELECT registry_id FROM snowflake_registry.rules")
 [ "$other_id" != "$reg_id" ] || fail "two installs made one registry id"
 message=""
@@ -74,9 +101,20 @@ grep -q "^this data directory last claimed node id [0-9]* of fleet \"default\" f
 [ "$(sql_value other "SELECT count(*) FROM snowflake_registry.node_ids")" = 0 ] || fail "n1, restarted, claimed at the other registry"
 pass "n1, restarted while the other registry answers, makes no claim there: $message"
 
-# --- 4. the registry back
+# --- 4. the plain-SQL edition restarted meanwhile: its claim refused there
+cluster_stop p1
+cluster_start p1
+out=$(sql_error p1 "SELECT snowflake_next()") || fail "p1, restarted, issued from the other registry"
+[ "$(sqlstate_of "$out")" = 55000 ] && grep -q "is not the one the caller last claimed from (id $reg_id)" <<<"$out" ||
+  fail "p1's claim at the other registry was refused otherwise: $out"
+[ "$(sql_value other "SELECT count(*) FROM snowflake_registry.node_ids")" = 0 ] || fail "p1 claimed at the other registry"
+pass "the plain-SQL edition, restarted while the other registry answers, makes no claim there (55000)"
+
+# --- 5. the registry back
 cluster_stop other
 cluster_start reg
 wait_issuing n1 30
+for _ in $(seq 1 50); do p1_next >>"$IDS" 2>/dev/null && break; sleep 0.2; done
+p1_next >>"$IDS" || fail "p1 did not issue with the registry back: $(p1_next 2>&1 | tail -2)"
 no_duplicates "the registry back"
-pass "the registry back (its id kept): n1 claimed and issues again"
+pass "the registry back (its id kept): n1 and p1 claimed and issue again"

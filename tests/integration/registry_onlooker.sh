@@ -239,10 +239,71 @@ out=$(intruder -v VERBOSITY=verbose -c "$(claim_sql "$(hash_of secret-number-one
   fail "the hash of a claim's secret, sent again, got an answer: $out"
 grep -q "22023" <<<"$out" || fail "the hash sent again was not refused with 22023: $out"
 again=$(intruder -c "$(claim_sql "$(hash_of secret-number-two-000)" "ARRAY['secret-number-one-000']")")
-[ "$again" = "$first" ] || fail "a retry revealing the claim's secret did not get its answer and key: $first, then $again"
+[ "${again%% *}" = "$claim" ] || fail "a retry revealing the claim's secret did not get its claim: $first, then $again"
+[ "${again#* }" != "$key" ] || fail "a retry's answer carried the key of the answer before: $again"
 other=$(intruder -c "$(claim_sql "$(hash_of secret-number-three-0)" "ARRAY['secret-number-one-000']")" 2>&1) || true
 [ "${other%% *}" != "$claim" ] || fail "a secret revealed twice got the claim again: $other"
-pass "a seen hash gets no answer; a revealed secret gets its claim's answer once"
+# An onlooker sends the holder's next retry (seen in flight) before it: it
+# gets an answer, the holder's own copy is refused, and the holder's retry
+# after that (revealing this one's secret too) gets the claim with a new
+# key: the onlooker's no longer signs.
+stolen=$(intruder -c "$(claim_sql "$(hash_of secret-number-four-00)" "ARRAY['secret-number-two-000']")")
+[ "${stolen%% *}" = "$claim" ] || fail "the retry sent first did not get the claim: $stolen"
+out=$(intruder -v VERBOSITY=verbose -c "$(claim_sql "$(hash_of secret-number-four-00)" "ARRAY['secret-number-two-000']")" 2>&1) &&
+  fail "the holder's copy of a retry sent before it got an answer too: $out"
+grep -q "22023" <<<"$out" || fail "the holder's copy of a retry sent before it was refused otherwise: $out"
+held=$(intruder -c "$(claim_sql "$(hash_of secret-number-five-00)" "ARRAY['secret-number-two-000', 'secret-number-four-00']")")
+[ "${held%% *}" = "$claim" ] || fail "the holder's next retry did not get its claim: $held"
+[ "${held#* }" != "${stolen#* }" ] || fail "the holder's retry got the key the onlooker got first"
+key=${stolen#* }
+release_with() { # CALL: a release signed with $key
+  local text="release|900|$claim|$1|$now|default" inner
+  inner=$(printf '%s' "$text" | sha256sum | cut -d' ' -f1)
+  intruder -c "SELECT snowflake_registry.release_signed('default', 900, $claim, $1, $now,
+    '$(printf '%s%s' "$key" "$inner" | sha256sum | cut -d' ' -f1)')" >/dev/null 2>&1 || true
+}
+release_with 3
+[ "$(sql_value reg "SELECT released_at IS NULL FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = 900")" = t ] ||
+  fail "the key of an earlier answer released the claim"
+key=${held#* }
+pass "a seen hash gets no answer; a revealed secret gets its claim's answer once; each answer a new key (the one an onlooker won first no longer signs)"
+
+# A claim another client made under a hash of the holder's it saw (in the
+# log, while the holder's claim waited and was refused), with every call
+# number of its key burnt: revealing the secret, the holder does not get a
+# claim made with another identity; one made with its own identity comes
+# with a new key and its calls numbered from 0. (Before: the holder got the
+# other client's claim and key, which then released it under the holder's
+# IDs.)
+claim_on() { # NODE SECRET_HASH PREVIOUS HOST DIR
+  echo "SELECT claim_id || ' ' || signing_key FROM snowflake_registry.claim_keyed('default', $shape, $1, NULL,
+        '$2', $3, 7, '$4', 1, '$5', $now, 60000)"
+}
+signed() { # FUNCTION NODE CLAIM CALL KEY ARGS...: the call's SQL, signed with KEY
+  local f=$1 node=$2 claim=$3 call=$4 k=$5 text inner; shift 5
+  text="$f|$node|$claim|$call|$(IFS='|'; echo "$*")|default"
+  inner=$(printf '%s' "$text" | sha256sum | cut -d' ' -f1)
+  echo "SELECT snowflake_registry.${f}_signed('default', $node, $claim, $call, $(IFS=,; echo "$*"),
+        '$(printf '%s%s' "$k" "$inner" | sha256sum | cut -d' ' -f1)')"
+}
+burn=9223372036854775807
+planted=$(intruder -c "$(claim_on 901 "$(hash_of secret-number-six-000)" NULL intruder /intruder)")
+intruder -c "$(signed renew 901 "${planted%% *}" $burn "${planted#* }" "$now" 60000)" >/dev/null ||
+  fail "the planted claim's renewal with the last call number failed"
+out=$(intruder -c "$(claim_on 901 "$(hash_of secret-number-seven-0)" "ARRAY['secret-number-six-000']" h /rules)" 2>&1) || true
+[ "${out%% *}" != "${planted%% *}" ] || fail "a claim made under the holder's hash with another identity was answered to the holder: $out"
+planted=$(intruder -c "$(claim_on 902 "$(hash_of secret-number-eight-0)" NULL h /rules)")
+intruder -c "$(signed renew 902 "${planted%% *}" $burn "${planted#* }" "$now" 60000)" >/dev/null ||
+  fail "the planted claim's renewal with the last call number failed"
+mine=$(intruder -c "$(claim_on 902 "$(hash_of secret-number-nine-0)" "ARRAY['secret-number-eight-0']" h /rules)")
+[ "${mine%% *}" = "${planted%% *}" ] || fail "the holder's retry did not get the claim made with its identity: $mine"
+[ "${mine#* }" != "${planted#* }" ] || fail "the holder's retry got the planted claim's key"
+out=$(intruder -c "$(signed renew 902 "${mine%% *}" 1 "${mine#* }" "$now" 60000)" 2>&1) ||
+  fail "the holder's first signed call after the planted claim's burnt numbers was refused: $out"
+intruder -c "$(signed release 902 "${planted%% *}" $((burn - 1)) "${planted#* }" 0)" >/dev/null 2>&1 || true
+[ "$(sql_value reg "SELECT released_at IS NULL FROM snowflake_registry.node_ids WHERE fleet = 'default' AND node_id = 902")" = t ] ||
+  fail "the planted claim's key released the holder's claim"
+pass "a claim planted under the holder's hash: not handed over with another identity; with the holder's, a new key and call numbers from 0"
 
 proof() { # TEXT: the proof with the claim's key (as the registry's call_proof)
   local inner; inner=$(printf '%s' "$1" | sha256sum | cut -d' ' -f1)

@@ -106,7 +106,7 @@ CREATE FUNCTION snowflake_registry.claim_keyed(
     p_fleet text, p_epoch_unix_ms bigint, p_node_bits int, p_sequence_bits int,
     p_node_id int, p_preferred int, p_secret_hash text, p_previous_secrets text[],
     p_system_identifier numeric, p_host text, p_port int, p_data_directory text,
-    p_holder_now_ms bigint, p_grant_ms bigint)
+    p_holder_now_ms bigint, p_grant_ms bigint, p_registry_id uuid)
 RETURNS TABLE (node_id int, claim_id bigint, floor_ms bigint, until_ms bigint, signing_key text)
 LANGUAGE sql AS $$
     SELECT CASE m WHEN 'node' THEN 5000 WHEN 'endless' THEN 0 ELSE 7 END,

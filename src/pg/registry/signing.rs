@@ -38,6 +38,17 @@ impl ClaimWorker {
         (secret_hash(&hex(&secret)), previous)
     }
 
+    /// A claim the registry refused with an error (its transaction rolled
+    /// back: no claim was made) is not revealed later: its secret is
+    /// forgotten, so a claim someone else made under its hash (seen in a
+    /// log while this one waited) is never answered to this server. One
+    /// whose outcome is unknown (no answer) stays to be revealed.
+    pub(super) fn forget_if_refused(&mut self, e: &CallError) {
+        if matches!(e, CallError::Refused { .. }) {
+            self.unanswered.pop();
+        }
+    }
+
     /// A claim's answer, checked (the grant, and the signing key): once
     /// answered, the next claim names a new secret and reveals none.
     pub(super) fn answered(

@@ -39,7 +39,7 @@ use crate::core::call_proof::SignedCall;
 use crate::core::config::Config;
 use crate::core::conninfo::ConnectionTrust;
 use crate::core::instance::write_marker;
-use crate::core::node_marker::NodeMarker;
+use crate::core::node_marker::{uuid_text, NodeMarker};
 use crate::core::registry::{
     jittered_ms, pair_below_floor, renewal_due, retry_after_ms, wait_for_floor_ms, Grant,
 };
@@ -52,7 +52,7 @@ use pgrx::prelude::*;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms, signing_key FROM snowflake_registry.claim_keyed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+const CLAIM_SQL: &str = "SELECT node_id, claim_id, floor_ms, until_ms, signing_key FROM snowflake_registry.claim_keyed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
 const RELEASE_SQL: &str = "SELECT snowflake_registry.release_signed($1, $2, $3, $4, $5, $6)";
 
 /// How often the registry worker looks at the claim (renewals are due
@@ -298,12 +298,20 @@ impl ClaimWorker {
             s(data_dir().display().to_string()),
             s(asked.holder_now_ms.to_string()),
             s(asked.grant_ms.to_string()),
+            // (The registry this data directory last claimed from: another
+            // refuses the claim itself, whatever this connection checked.)
+            last_claim(&fleet)
+                .and_then(|m| m.registry_id)
+                .map(|id| uuid_text(&id)),
         ];
         let rows = match self.call(CLAIM_SQL, &params, OnShutdown::Abort) {
             Ok(rows) => rows,
             // (A claim made again stays lost until it succeeds: issuing
             // ends with the old grant.)
-            Err(e) => return self.failed(state, older_script(e), false),
+            Err(e) => {
+                self.forget_if_refused(&e);
+                return self.failed(state, older_script(e), false);
+            }
         };
         let grant = match self.answered(&rows, &asked) {
             Ok(grant) => grant,
