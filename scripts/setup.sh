@@ -2,7 +2,7 @@
 # Installs what building and testing snowflake_id needs, and nothing that is
 # already there: Debian packages, the PostgreSQL servers asked for (and
 # Citus in PostgreSQL 18, for the Citus test), Rust 1.96 (scripts/rust.sh),
-# cargo-pgrx 0.19.3, and `cargo pgrx init` against every installed server's
+# cargo-pgrx 0.19.4, and `cargo pgrx init` against every installed server's
 # pg_config (pgrx never downloads PostgreSQL). Safe to run again; the demo
 # and test commands call it first.
 #
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 
 PG_MAJOR=15
-PGRX_VERSION=0.19.3
+PGRX_VERSION=0.19.4
 # Building and running the extension (the demo needs these alone).
 APT_PACKAGES=(
   "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}"
