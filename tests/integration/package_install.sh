@@ -66,10 +66,12 @@ pkg="postgresql-$major-snowflake-id"
 [ "$(basename "$deb")" = "${pkg}_$version-1_$(dpkg --print-architecture).deb" ] || fail "the Debian package is named $(basename "$deb")"
 [ "$(dpkg-deb --field "$deb" Package)" = "$pkg" ] || fail "the package is not named $pkg"
 [ "$(dpkg-deb --field "$deb" Version)" = "$version-1" ] || fail "the package's version is not $version-1"
-dpkg-deb --field "$deb" Depends | grep -E "(^|, )postgresql-$major(,|$)" >/dev/null || fail "the package does not depend on postgresql-$major: $(dpkg-deb --field "$deb" Depends)"
-dpkg-deb --field "$deb" Depends | grep "libc6 (>= " >/dev/null || fail "the package does not depend on libc6"
 mkdir -p "$SF_WORK/deb" "$SF_WORK/tar"
 dpkg-deb -x "$deb" "$SF_WORK/deb"
+depends=$(dpkg-deb --field "$deb" Depends)
+server_depends=$(server_dependency "$SYS_CONFIG" "$SF_WORK/deb/usr/lib/postgresql/$major/lib/snowflake_id.so")
+[[ $depends == "$server_depends, "* ]] || fail "the package's Depends does not begin with $server_depends: $depends"
+grep -q "libc6 (>= " <<<"$depends" || fail "the package does not depend on libc6"
 tar -xzf "$archive" -C "$SF_WORK/tar"
 deb_files=$(cd "$SF_WORK/deb" && find . -type f | sort)
 # debian_paths: the archive's paths (stdin) where the Debian package has them.

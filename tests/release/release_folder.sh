@@ -83,7 +83,7 @@ for major in "${SF_PG_VERSIONS[@]}"; do
   diff <(deb_paths "$amd") <(deb_paths "$arm") >"$SF_WORK/contents.diff" ||
     { cat "$SF_WORK/contents.diff" >&2; fail "$major: the arm64 package's paths or modes differ from the amd64 one's"; }
   [ "$(dpkg-deb -f "$arm" Depends)" = "$(dpkg-deb -f "$amd" Depends)" ] || fail "$major: the two packages' dependencies differ"
-  grep -q "^postgresql-$major, " <<<"$(dpkg-deb -f "$amd" Depends)" || fail "$major: the package does not depend on postgresql-$major"
+  grep -Eq "^postgresql-$major( \(>= $major\.[0-9]+\))?, " <<<"$(dpkg-deb -f "$amd" Depends)" || fail "$major: the package does not depend on postgresql-$major: $(dpkg-deb -f "$amd" Depends)"
   for arch in amd64 arm64; do
     deb=$folder/postgresql-$major-snowflake-id_$version-1_$arch.deb
     [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "$(basename "$deb"): Architecture $(dpkg-deb -f "$deb" Architecture)"

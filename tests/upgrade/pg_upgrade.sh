@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real pg_upgrade of a cluster with snowflake IDs from one major version to
-# a newer one (scripts/test.sh runs it from 17 to 18 and from 18 to 19, and
+# a newer one (scripts/test.sh runs it from 16 to 18 and from 18 to 19, and
 # says why not from 15), or to the same one (15 to 15). pg_upgrade does not carry the lease file; the extension notes while
 # pg_upgrade runs that the lease is still to come (snowflake_id.upgraded),
 # so that:

@@ -14,7 +14,7 @@
 #
 #   PG_BIN=<old bin> NEW_PG_BIN=<new bin> bash tests/upgrade/registry_pg_upgrade.sh
 #
-# (scripts/test.sh runs it with tests/upgrade/pg_upgrade.sh: from 17 to 18
+# (scripts/test.sh runs it with tests/upgrade/pg_upgrade.sh: from 16 to 18
 # and from 18 to 19.) The extension must be installed into the older
 # server (the fleet's); the registry needs none.
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
