@@ -200,7 +200,10 @@ arm64_root() {
   esac
   arm64_emulation_ensure || return 1
   _pg_cache_dir || return 1
-  local dir="$SF_PG_CACHE/arm64/$suite-pg$major"
+  # (17 and 19: one root per pinned version, so that a new pin makes a new
+  # root rather than keeping the old server.)
+  local dir="$SF_PG_CACHE/arm64/$suite-pg$major" pinned_var="SF_PG${major}_PINNED"
+  case $major in 17 | 19) dir="$dir-${!pinned_var}" ;; esac
   if [ ! -f "$dir/.installed" ]; then
     (
       exec 9>"$SF_PG_CACHE/.arm64.lock" && flock 9 || exit 1

@@ -24,10 +24,10 @@
 #        changelog.Debian.gz, examples/ (the monitoring queries and rules)
 #    Depends on postgresql-<major> and on the libraries the .so links
 #    (dpkg-shlibdeps); on postgresql-<major> (>= <the headers' minor
-#    release>) when the library calls a server function that came in a
+#    release>) when the headers declare a server function that came in a
 #    minor release (heap_datum_check(): 15.20, 17.12, ...: a server
-#    without it refuses to load the library). `apt-get install ./<file>.deb`
-#    installs it.
+#    without it refuses a library that calls it). `apt-get install
+#    ./<file>.deb` installs it.
 # 2. The archive snowflake_id-<version>-pg<major>-linux-<machine>.tar.gz
 #    (<machine>: x86_64 or aarch64), whose
 #    paths are the building server's own directories (pg_config's pkglibdir
@@ -232,17 +232,13 @@ shlibs=$(
 )
 [ -n "$shlibs" ] || { echo "package: dpkg-shlibdeps found no dependencies of snowflake_id.so" >&2; exit 1; }
 # The server's own functions are not in a shared library, so dpkg-shlibdeps
-# cannot see them: the one a minor release added that the library calls
-# (through the headers' inline heap_getattr(), PostgreSQL's fix of
-# CVE-2026-6460, and pgrx's own check of composite values) makes the
-# headers' minor release the least server the library loads into.
-server_depends="postgresql-$major"
-needs_minor=$(readelf --dyn-syms -W "$libdir/snowflake_id.so" | awk '$7 == "UND" && $8 ~ /^heap_datum_check(@|$)/')
-if [ -n "$needs_minor" ]; then
-  headers_version=$(sed -nE 's/^#define PG_VERSION "([0-9]+\.[0-9]+)"$/\1/p' "${PGRX_INCLUDEDIR_SERVER:-$("$PG_CONFIG" --includedir-server)}/pg_config.h")
-  [ -n "$headers_version" ] || { echo "package: the library calls heap_datum_check(), and the headers' pg_config.h names no minor release" >&2; exit 1; }
-  server_depends="postgresql-$major (>= $headers_version)"
-fi
+# cannot see them. Headers that version composite datums (CVE-2026-6460's
+# fix, in a minor release of each major) declare heap_datum_check(), which
+# their inline heap_getattr() calls and pgrx 0.19.4 calls in its own
+# (pg_server_dependency, scripts/postgres.sh): the headers' minor release
+# is then the least server of the major the library is built for, whether
+# or not this build's linker kept the call.
+server_depends=$(pg_server_dependency "$major" "${PGRX_INCLUDEDIR_SERVER:-$("$PG_CONFIG" --includedir-server)}") || exit 1
 (cd "$root" && find usr -type f | sort | xargs md5sum) > "$root/DEBIAN/md5sums"
 cat > "$root/DEBIAN/control" <<EOF
 Package: $pkg

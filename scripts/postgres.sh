@@ -119,15 +119,23 @@ _pg_prefix() {
   case $major in
     15) [ -x /usr/lib/postgresql/15/bin/pg_config ] && echo /usr/lib/postgresql/15 ;;
     16 | 17 | 18 | 18-openssl | 19)
-      # shellcheck disable=SC2012 # names are ours: pgNN-<version>
-      for marker in $(ls -1d "$SF_PG_CACHE"/pg"$major"-[0-9]*/.installed 2>/dev/null | sort -rV); do
-        local prefix; prefix=$(cat "$marker")
-        # 17 and 19 come from Debian roots: a 17 of another kind (the
-        # 17.10 wheel of earlier set-ups) is not the one to test.
-        case $major:$prefix in
-          17:*/root/usr/lib/postgresql/17 | 19:*/root/usr/lib/postgresql/19 | 16:* | 18:* | 18-openssl:*) echo "$prefix"; return 0 ;;
-        esac
-      done
+      # The newest completed directory of the major; for 17 and 19, which
+      # come from Debian roots, only a root at least as new as the pin (a
+      # 17 of another kind, the wheel of earlier set-ups, or an older pin's
+      # root, is not the one to test: set-up installs the pinned one).
+      local prefix least="" pinned_var="SF_PG${major}_PINNED"
+      case $major in 17 | 19) least=${!pinned_var%-*} ;; esac
+      while IFS= read -r marker; do
+        prefix=$(cat "$marker")
+        if [ -n "$least" ]; then
+          case $prefix in */root/usr/lib/postgresql/"$major") ;; *) continue ;; esac
+          local dir_version=${marker%/.installed}
+          dir_version=$(pg_debian_version "${dir_version##*/pg"$major"-}")
+          dpkg --compare-versions "$dir_version" ge "$least" || continue
+        fi
+        echo "$prefix"
+        return 0
+      done < <(ls -1d "$SF_PG_CACHE"/pg"$major"-[0-9]*/.installed 2>/dev/null | sort -rV)
       ;;
   esac
   return 0
@@ -396,6 +404,31 @@ install_postgres() {
   local config; config=$(pg_config_for "$major")
   [ -n "$config" ] || { _pg_log "PostgreSQL $major is not installed"; return 1; }
   echo "$config"
+}
+
+# pg_debian_version VERSION: PostgreSQL's version (pg_config.h's PG_VERSION,
+# its first word) as a Debian version compares it: 19rc2 -> 19~rc2, which
+# Debian's 19~rc2-1 satisfies and 19.0 passes.
+pg_debian_version() {
+  sed -E 's/^([0-9]+(\.[0-9]+)?)(alpha|beta|rc)/\1~\3/' <<<"${1%% *}"
+}
+
+# pg_server_dependency MAJOR INCLUDEDIR: the dependency on the server of a
+# package built against the server headers in INCLUDEDIR:
+# postgresql-MAJOR (>= their minor release) where they version composite
+# datums (access/htup_details.h has HeapTupleHeaderIsVersionedDatum, as
+# pgrx 0.19.4 detects it: its heap_getattr() then calls heap_datum_check(),
+# which older servers of the major lack), else postgresql-MAJOR.
+pg_server_dependency() {
+  local major=$1 include=$2 version
+  [ -f "$include/access/htup_details.h" ] || { _pg_log "no access/htup_details.h in $include"; return 1; }
+  if grep -q HeapTupleHeaderIsVersionedDatum "$include/access/htup_details.h"; then
+    version=$(sed -nE 's/^#define PG_VERSION "([^"]+)"$/\1/p' "$include/pg_config.h")
+    [ -n "$version" ] || { _pg_log "no PG_VERSION in $include/pg_config.h"; return 1; }
+    echo "postgresql-$major (>= $(pg_debian_version "$version"))"
+  else
+    echo "postgresql-$major"
+  fi
 }
 
 # copy_postgres_tree PG_CONFIG DEST: a copy of that server's installation

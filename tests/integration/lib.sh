@@ -383,18 +383,24 @@ create_subscriber() {
     { tail -20 "$log"; fail "pg_createsubscriber failed on $name"; }
 }
 
-# server_dependency PG_CONFIG LIBRARY: what a package of LIBRARY, built
-# against PG_CONFIG's headers, must depend on for its server:
-# postgresql-NN (>= NN.M, the headers' minor release) where the library
-# calls heap_datum_check() (a minor release's fix, CVE-2026-6460: older
-# servers of the major lack the function and refuse the library), else
-# postgresql-NN.
+# server_dependency PG_CONFIG: what a package built for that server must
+# depend on for its server, from PostgreSQL's release notes rather than
+# from the headers scripts/package.sh reads: the minor releases that began
+# to version composite datums (CVE-2026-6460) added heap_datum_check(),
+# which older servers of the major lack, so a package built against such a
+# release (the tests build against their server's own minor release) needs
+# postgresql-NN (>= that release); before them, postgresql-NN.
 server_dependency() {
-  local config=$1 library=$2 major calls
+  local config=$1 major version first
   major=$(pg_major "$config")
-  calls=$(readelf --dyn-syms -W "$library" | awk '$7 == "UND" && $8 ~ /^heap_datum_check(@|$)/')
-  if [ -n "$calls" ]; then
-    echo "postgresql-$major (>= $(sed -nE 's/^#define PG_VERSION "([0-9]+\.[0-9]+)"$/\1/p' "$("$config" --includedir-server)/pg_config.h"))"
+  version=$("$config" --version | sed -nE 's/^PostgreSQL ([^ ]+).*/\1/p')
+  version=$(sed -E 's/^([0-9]+(\.[0-9]+)?)(alpha|beta|rc)/\1~\3/' <<<"$version")
+  case $major in
+    14) first=14.25 ;; 15) first=15.20 ;; 16) first=16.16 ;; 17) first=17.12 ;; 18) first=18.7 ;; 19) first=19~rc2 ;;
+    *) first="" ;;
+  esac
+  if [ -n "$first" ] && dpkg --compare-versions "$version" ge "$first"; then
+    echo "postgresql-$major (>= $version)"
   else
     echo "postgresql-$major"
   fi

