@@ -27,6 +27,18 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib_registry.sh
 . "$(dirname "$0")/lib_registry.sh"
 
+# registry_message_within NAME PATTERN: NAME's registry_message once it
+# matches PATTERN, waited for up to 20 s (the last one seen otherwise).
+registry_message_within() {
+  local message=""
+  for _ in $(seq 1 200); do
+    message=$(sql_value "$1" "SELECT registry_message FROM snowflake_stats()")
+    grep -q "$2" <<<"$message" && break
+    sleep 0.1
+  done
+  echo "$message"
+}
+
 reg_id=$(sql_value reg "SELECT registry_id FROM snowflake_registry.rules")
 # portable_role NAME: the plain-SQL edition's login on registry NAME (dblink
 # needs a password for a role that is not a superuser).
@@ -69,12 +81,7 @@ psql_on other -c "CREATE ROLE fleet_node LOGIN; GRANT snowflake_registry_client 
 portable_role other
 other_id=$(sql_value other "SELECT registry_id FROM snowflake_registry.rules")
 [ "$other_id" != "$reg_id" ] || fail "two installs made one registry id"
-message=""
-for _ in $(seq 1 200); do
-  message=$(sql_value n1 "SELECT registry_message FROM snowflake_stats()")
-  grep -q "another registry" <<<"$message" && break
-  sleep 0.1
-done
+message=$(registry_message_within n1 "another registry")
 grep -q "^the registry at this address is another registry (id $other_id" <<<"$message" ||
   fail "n1 did not say that another registry answers: $message"
 out=""
@@ -91,11 +98,7 @@ pass "another registry at the address: n1 renewed nothing there, said so, and st
 # --- 3. restarted meanwhile: no claim at the other registry
 cluster_stop n1
 cluster_start n1
-for _ in $(seq 1 200); do
-  message=$(sql_value n1 "SELECT registry_message FROM snowflake_stats()")
-  grep -q "last claimed" <<<"$message" && break
-  sleep 0.1
-done
+message=$(registry_message_within n1 "last claimed")
 grep -q "^this data directory last claimed node id [0-9]* of fleet \"default\" from another registry (id $reg_id) than the one at this address (id $other_id)" <<<"$message" ||
   fail "n1, restarted, did not refuse to claim at the other registry: $message"
 [ "$(sql_value other "SELECT count(*) FROM snowflake_registry.node_ids")" = 0 ] || fail "n1, restarted, claimed at the other registry"
