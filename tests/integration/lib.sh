@@ -405,3 +405,19 @@ server_dependency() {
     echo "postgresql-$major"
   fi
 }
+
+# portable_owner_db NAME: on cluster NAME, the role app_owner (not a
+# superuser), its database app with dblink, and the portable edition
+# ($SQL_FILE) installed there by app_owner; `owner` runs psql there as
+# app_owner.
+portable_owner_db() {
+  PORTABLE_CLUSTER=$1
+  psql_on "$1" >/dev/null <<'SQL'
+CREATE ROLE app_owner LOGIN NOSUPERUSER;
+CREATE DATABASE app OWNER app_owner;
+\c app
+CREATE EXTENSION dblink;
+SQL
+  owner -f "$SQL_FILE" >/dev/null
+}
+owner() { psql_on "$PORTABLE_CLUSTER" -U app_owner -d app "$@"; }

@@ -47,14 +47,7 @@ make_table n1
 port=$(free_port)
 cluster_init p1 "$port" "shared_preload_libraries = ''"
 cluster_start_faked p1
-psql_on p1 <<'SQL'
-CREATE ROLE app_owner LOGIN NOSUPERUSER;
-CREATE DATABASE app OWNER app_owner;
-\c app
-CREATE EXTENSION dblink;
-SQL
-owner() { psql_on p1 -U app_owner -d app "$@"; }
-owner -f "$SQL_FILE" >/dev/null
+portable_owner_db p1
 owner <<SQL
 UPDATE snowflake_portable.config SET registry_fleet = 'default', registry_grant_ms = $GRANT_MS;
 INSERT INTO snowflake_portable.registry_connection (conninfo)

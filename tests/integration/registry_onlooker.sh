@@ -56,14 +56,7 @@ wait_issuing n1 30
 # The plain-SQL edition, its shortest grant: a renewal about every 500 ms of writes.
 cluster_init p1 "$(free_port)" "shared_preload_libraries = ''"
 cluster_start p1
-psql_on p1 >/dev/null <<'SQL'
-CREATE ROLE app_owner LOGIN NOSUPERUSER;
-CREATE DATABASE app OWNER app_owner;
-\c app
-CREATE EXTENSION dblink;
-SQL
-owner() { psql_on p1 -U app_owner -d app "$@"; }
-owner -f "$SQL_FILE" >/dev/null
+portable_owner_db p1
 owner >/dev/null <<SQL
 UPDATE snowflake_portable.config SET registry_fleet = 'default', registry_grant_ms = 1000;
 INSERT INTO snowflake_portable.registry_connection (conninfo)
